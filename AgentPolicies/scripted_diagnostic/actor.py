@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Built-in diagnostic actor: a few small valid action chunks, then stop.
+
+Infrastructure evidence only, never a capability score. Standard library only, and it
+touches nothing but the endpoint it is given, exactly like an external actor would.
+
+Usage: actor.py ENDPOINT [--chunks N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+POLL_S = 0.01
+GIVE_UP_S = 900.0
+
+
+def write_atomically(path: Path, document: dict[str, object]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        json.dump(document, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def wait_for_observation(endpoint: Path, sequence: int) -> dict[str, object] | None:
+    obs_file = endpoint / "outbox" / f"obs-{sequence}.json"
+    closed = endpoint / "outbox" / "closed.json"
+    deadline = time.monotonic() + GIVE_UP_S
+    while time.monotonic() < deadline:
+        if obs_file.exists():
+            document: dict[str, object] = json.loads(obs_file.read_text(encoding="utf-8"))
+            return document
+        if closed.exists():
+            return None
+        time.sleep(POLL_S)
+    return None
+
+
+def decide(sequence: int, chunks: int, max_chunk: int) -> dict[str, object]:
+    if sequence > chunks:
+        return {"decision": "stop"}
+    # Small, slow motions with the gripper open: harmless and easy to see in a video.
+    dz = -0.1 if sequence % 2 else 0.1
+    vector = [0.0, 0.0, dz, 0.0, 0.0, 0.0, -1.0]
+    return {"decision": "act", "actions": [vector] * max_chunk}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("endpoint", type=Path)
+    parser.add_argument("--chunks", type=int, default=3)
+    args = parser.parse_args(argv)
+    endpoint: Path = args.endpoint
+    sequence = 1
+    while True:
+        observation = wait_for_observation(endpoint, sequence)
+        if observation is None:
+            return 0
+        spec = observation["action_spec"]
+        assert isinstance(spec, dict)
+        response: dict[str, object] = {
+            "schema": "mailroom.response/v1",
+            "request_id": observation["request_id"],
+            **decide(sequence, args.chunks, int(spec["max_chunk"])),
+        }
+        write_atomically(endpoint / str(observation["response_file"]), response)
+        if response["decision"] == "stop":
+            return 0
+        sequence += 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+# Two commands do everything: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.install-stamp
+# Strict editable installs link files one by one: a new module needs a reinstall.
+SOURCES := pyproject.toml $(shell find package mailbox orchestrator schemas prompts -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
+export MUJOCO_GL := egl
+export PYOPENGL_PLATFORM := egl
+
+.PHONY: demo test lint typecheck unit system-deps clean
+
+$(STAMP): $(SOURCES)
+	@$(MAKE) --no-print-directory system-deps
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	@touch $(STAMP)
+
+# Mesa's EGL on the CPU renders MuJoCo headless; install it where it is missing.
+system-deps:
+	@if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
+		echo "installing Mesa EGL (Debian packages)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2 >/dev/null; \
+	fi
+
+demo: $(STAMP)
+	$(BIN)/mailroom demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy -p mailroom
+	$(BIN)/mypy tests AgentPolicies
+
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,328 @@
+"""The frozen, strict and bounded response parser.
+
+Every outcome is a typed value: `Accepted`, `Invalid` (a confirmed-invalid response,
+with reason codes) or `ProtocolError` (transport uncertainty: always terminal).
+Nothing here raises for any byte string an actor can write.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from .schemas import schema_errors
+
+MAX_RESPONSE_BYTES = 64 * 1024
+MAX_DEPTH = 8
+ACTION_DIMENSION = 7
+
+
+class InvalidReason(StrEnum):
+    """A confirmed-invalid response: rejected whole, recoverable under `feedback`."""
+
+    EMPTY_FILE = "empty_file"
+    TOO_LARGE = "too_large"
+    NOT_UTF8 = "not_utf8"
+    BYTE_ORDER_MARK = "byte_order_mark"
+    MALFORMED_JSON = "malformed_json"
+    NON_FINITE_LITERAL = "non_finite_literal"
+    DUPLICATE_KEY = "duplicate_key"
+    TOO_DEEP = "too_deep"
+    NOT_AN_OBJECT = "not_an_object"
+    WRONG_SCHEMA_VERSION = "wrong_schema_version"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_FIELD = "unknown_field"
+    BAD_DECISION = "bad_decision"
+    ACTIONS_NOT_ALLOWED = "actions_not_allowed"
+    BAD_ACTIONS = "bad_actions"
+    EMPTY_CHUNK = "empty_chunk"
+    CHUNK_TOO_LONG = "chunk_too_long"
+    WRONG_VECTOR_LENGTH = "wrong_vector_length"
+    NON_NUMERIC_VALUE = "non_numeric_value"
+    NON_FINITE_VALUE = "non_finite_value"
+    OUT_OF_BOUNDS = "out_of_bounds"
+    BAD_NOTE = "bad_note"
+    BAD_REQUEST_ID = "bad_request_id"
+    SCHEMA_INVALID = "schema_invalid"
+
+
+class ProtocolReason(StrEnum):
+    """Transport or native uncertainty: terminal in every handling mode."""
+
+    REQUEST_ID_MISMATCH = "request_id_mismatch"
+    SYMLINK = "symlink"
+    NOT_REGULAR_FILE = "not_regular_file"
+    HARD_LINK = "hard_link"
+    UNREADABLE = "unreadable"
+    DUPLICATE_RESPONSE = "duplicate_response"
+    UNEXPECTED_RESPONSE = "unexpected_response"
+    WRONG_FILE_NAME = "wrong_file_name"
+    ENDPOINT_TAMPERED = "endpoint_tampered"
+
+
+@dataclass(frozen=True)
+class Issue:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Accepted:
+    decision: Literal["act", "stop"]
+    actions: tuple[tuple[float, ...], ...]
+    note: str | None = None
+    kind: Literal["accepted"] = "accepted"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    issues: tuple[Issue, ...]
+    kind: Literal["invalid"] = "invalid"
+
+    @property
+    def reason(self) -> str:
+        return self.issues[0].code
+
+
+@dataclass(frozen=True)
+class ProtocolError:
+    reason: ProtocolReason
+    message: str
+    kind: Literal["protocol_error"] = "protocol_error"
+
+
+ParseOutcome = Accepted | Invalid | ProtocolError
+
+
+@dataclass(frozen=True)
+class ActionLimits:
+    """The bounds a decision must meet; the validator never clips or repairs."""
+
+    max_chunk: int
+    low: float = -1.0
+    high: float = 1.0
+    dimension: int = ACTION_DIMENSION
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _pairs_without_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> object:
+    raise _NonFinite(name)
+
+
+def _depth(value: object, limit: int) -> int:
+    """Nesting depth, giving up as soon as it passes `limit`."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _invalid(code: InvalidReason, message: str) -> Invalid:
+    return Invalid((Issue(code.value, message),))
+
+
+def _max_nesting_of_text(text: str) -> int:
+    """Bracket depth of raw text, so a depth bomb is refused before json recursion."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def decode_document(data: bytes) -> object | Invalid:
+    """Bytes -> JSON value under every bound, or a typed `Invalid`."""
+    if len(data) == 0:
+        return _invalid(InvalidReason.EMPTY_FILE, "the response file is empty")
+    if len(data) > MAX_RESPONSE_BYTES:
+        return _invalid(InvalidReason.TOO_LARGE, f"the response exceeds {MAX_RESPONSE_BYTES} bytes")
+    if data.startswith(b"\xef\xbb\xbf"):
+        return _invalid(InvalidReason.BYTE_ORDER_MARK, "UTF-8 without a byte-order mark only")
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError:
+        return _invalid(InvalidReason.NOT_UTF8, "the response is not valid UTF-8")
+    if _max_nesting_of_text(text) > MAX_DEPTH:
+        return _invalid(InvalidReason.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
+    try:
+        value: object = json.loads(
+            text,
+            object_pairs_hook=_pairs_without_duplicates,
+            parse_constant=_reject_constant,
+        )
+    except _DuplicateKey as exc:
+        return _invalid(InvalidReason.DUPLICATE_KEY, f"duplicate key {str(exc)[:40]!r}")
+    except _NonFinite as exc:
+        return _invalid(InvalidReason.NON_FINITE_LITERAL, f"{exc} is not valid JSON")
+    except (ValueError, RecursionError):
+        return _invalid(InvalidReason.MALFORMED_JSON, "the response is not one JSON document")
+    if _depth(value, MAX_DEPTH) > MAX_DEPTH:
+        return _invalid(InvalidReason.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def validate_actions(actions: object, limits: ActionLimits) -> list[Issue]:
+    """The one action validator, shared by the mailbox and in-process policies."""
+    if not isinstance(actions, list):
+        return [Issue(InvalidReason.BAD_ACTIONS, "'actions' must be a list of vectors")]
+    if len(actions) == 0:
+        return [Issue(InvalidReason.EMPTY_CHUNK, "'actions' must hold at least one vector")]
+    issues: list[Issue] = []
+    if len(actions) > limits.max_chunk:
+        issues.append(
+            Issue(
+                InvalidReason.CHUNK_TOO_LONG,
+                f"{len(actions)} vectors; at most {limits.max_chunk} are allowed",
+            )
+        )
+    for i, vector in enumerate(actions):
+        if not isinstance(vector, list):
+            issues.append(Issue(InvalidReason.BAD_ACTIONS, f"actions[{i}] is not a list"))
+            continue
+        if len(vector) != limits.dimension:
+            issues.append(
+                Issue(
+                    InvalidReason.WRONG_VECTOR_LENGTH,
+                    f"actions[{i}] has {len(vector)} numbers; exactly {limits.dimension} needed",
+                )
+            )
+        for j, value in enumerate(vector):
+            where = f"actions[{i}][{j}]"
+            if not _is_number(value):
+                issues.append(Issue(InvalidReason.NON_NUMERIC_VALUE, f"{where} is not a number"))
+            elif not math.isfinite(float(value)):
+                issues.append(Issue(InvalidReason.NON_FINITE_VALUE, f"{where} is not finite"))
+            elif not limits.low <= float(value) <= limits.high:
+                issues.append(
+                    Issue(
+                        InvalidReason.OUT_OF_BOUNDS,
+                        f"{where} is outside [{limits.low:g}, {limits.high:g}]",
+                    )
+                )
+    return issues
+
+
+_REQUIRED = ("schema", "request_id", "decision")
+_ALLOWED = frozenset((*_REQUIRED, "actions", "note"))
+
+
+def _structure_issues(doc: dict[str, object], limits: ActionLimits) -> list[Issue]:
+    issues: list[Issue] = []
+    missing = [k for k in _REQUIRED if k not in doc]
+    if missing:
+        issues.append(Issue(InvalidReason.MISSING_FIELD, f"missing field(s): {', '.join(missing)}"))
+    extra = sorted(k for k in doc if k not in _ALLOWED)
+    if extra:
+        shown = ", ".join(repr(k[:40]) for k in extra[:5])
+        issues.append(Issue(InvalidReason.UNKNOWN_FIELD, f"unknown field(s): {shown}"))
+    if "schema" in doc and doc["schema"] != "mailroom.response/v1":
+        issues.append(
+            Issue(InvalidReason.WRONG_SCHEMA_VERSION, "'schema' must be 'mailroom.response/v1'")
+        )
+    decision = doc.get("decision")
+    if "decision" in doc and decision not in ("act", "stop"):
+        issues.append(Issue(InvalidReason.BAD_DECISION, "'decision' must be 'act' or 'stop'"))
+    if decision == "act":
+        if "actions" not in doc:
+            issues.append(Issue(InvalidReason.MISSING_FIELD, "decision 'act' requires 'actions'"))
+        else:
+            issues.extend(validate_actions(doc["actions"], limits))
+    elif decision == "stop" and "actions" in doc:
+        issues.append(
+            Issue(InvalidReason.ACTIONS_NOT_ALLOWED, "decision 'stop' must not carry 'actions'")
+        )
+    note = doc.get("note")
+    if "note" in doc and (not isinstance(note, str) or len(note) > 280):
+        issues.append(Issue(InvalidReason.BAD_NOTE, "'note' must be a string of <= 280 chars"))
+    request_id = doc.get("request_id")
+    if "request_id" in doc and not (
+        isinstance(request_id, str)
+        and len(request_id) == 32
+        and all(c in "0123456789abcdef" for c in request_id)
+    ):
+        issues.append(
+            Issue(InvalidReason.BAD_REQUEST_ID, "'request_id' must echo the observation's")
+        )
+    return issues
+
+
+def parse_response(data: bytes, *, expected_request_id: str, limits: ActionLimits) -> ParseOutcome:
+    """Judge one claimed response. Pure: bytes in, typed outcome out."""
+    value = decode_document(data)
+    if isinstance(value, Invalid):
+        return value
+    if not isinstance(value, dict):
+        return _invalid(InvalidReason.NOT_AN_OBJECT, "the response must be a JSON object")
+    request_id = value.get("request_id")
+    if isinstance(request_id, str) and request_id != expected_request_id:
+        return ProtocolError(
+            ProtocolReason.REQUEST_ID_MISMATCH,
+            "the request_id does not match the observation this file answers",
+        )
+    issues = _structure_issues(value, limits)
+    if not issues:
+        # Belt and braces: the frozen schema must agree with the hand-written checks.
+        errors = schema_errors("mailroom.response/v1", value)
+        if errors:
+            issues = [Issue(InvalidReason.SCHEMA_INVALID, errors[0][:200])]
+    if issues:
+        return Invalid(tuple(issues))
+    raw_actions = value.get("actions")
+    actions: tuple[tuple[float, ...], ...] = ()
+    if isinstance(raw_actions, list):
+        actions = tuple(tuple(float(x) for x in vector) for vector in raw_actions)
+    note = value.get("note")
+    decision = value["decision"]
+    assert decision in ("act", "stop")
+    return Accepted(
+        decision=decision, actions=actions, note=note if isinstance(note, str) else None
+    )
+
+
+def issue_codes(issues: Sequence[Issue]) -> list[str]:
+    return [i.code for i in issues]

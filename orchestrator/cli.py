@@ -1,0 +1,185 @@
+"""The `mailroom` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import cast
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .headless import configure_headless_rendering
+
+configure_headless_rendering()
+
+from .results import EpisodeResult  # noqa: E402
+from .settings import WatchMode  # noqa: E402
+
+console = Console(stderr=True)
+
+EXIT_OK = 0
+EXIT_EPISODE_ERROR = 3
+EXIT_USAGE = 2
+
+
+def _new_run_dir(profile: str, label: str) -> Path:
+    from .paths import profile_dir
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return profile_dir(profile) / "results" / f"{label}-{stamp}"
+
+
+def _print_result(result: EpisodeResult, run_dir: Path) -> None:
+    c = result.counters
+    table = Table(title="mailroom demo: one blinded episode (diagnostic actor)")
+    table.add_column("field")
+    table.add_column("value")
+    rows = [
+        (
+            "case",
+            f"{result.case.suite} task {result.case.task_index} "
+            f"init {result.case.init_state_index} seed {result.case.seed}",
+        ),
+        ("outcome", result.outcome),
+        ("termination", str(result.termination)),
+        ("truncation", str(result.truncation)),
+        ("policy calls", str(c.policy_calls)),
+        ("action decisions", str(c.action_decisions)),
+        ("rejected / stop responses", f"{c.rejected_responses} / {c.stop_responses}"),
+        ("executed / settling controls", f"{c.executed_controls} / {c.settling_controls}"),
+        (
+            "first success control (call)",
+            f"{c.first_success_control} ({c.first_success_policy_call})",
+        ),
+        ("decision latency median", f"{result.latency.median_ms} ms"),
+        ("provider usage", "unknown (null): a file mailbox cannot meter it"),
+        ("errors", ", ".join(e.code for e in result.errors) or "none"),
+        ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("run directory (private)", str(run_dir)),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+    console.print("[dim]scripted_diagnostic is infrastructure evidence, not a capability score.")
+
+
+@click.group()
+def main() -> None:
+    """Blinded evaluation of file-mailbox actors on robot-manipulation benchmarks."""
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the episode result document.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The run's private directory (default: new, under the profile's results/).",
+)
+@click.option(
+    "--mailbox-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the opaque endpoint is created (default: a new temporary directory).",
+)
+@click.option("--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify")
+def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_mode: str) -> None:
+    """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
+    simulator, answered by the built-in diagnostic actor in its own process."""
+    from .cases import DEMO_CASE
+    from .catalog import reference_horizon
+    from .episode import run_blinded_episode
+    from .libero_adapter import LiberoAdapter
+    from .paths import profile_dir
+    from .settings import RunSettings
+
+    profile = "scripted_diagnostic"
+    settings = RunSettings(
+        budget_mode="decisions",
+        max_policy_calls=200,
+        replan_interval=5,
+        response_timeout_s=120.0,
+        watch_mode=cast(WatchMode, watch_mode),
+    )
+    run_dir = run_dir or _new_run_dir(profile, "demo")
+    mailbox_root = mailbox_root or Path(tempfile.mkdtemp(prefix="mailroom-"))
+    if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
+        raise click.UsageError("the run directory must not be under the mailbox root")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    adapter = LiberoAdapter(
+        control_cap=settings.control_cap(reference_horizon(DEMO_CASE.suite).controls)
+    )
+    actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
+    try:
+        with console.status("running one blinded episode on the real simulator..."):
+            result = run_blinded_episode(
+                DEMO_CASE,
+                attempt=1,
+                settings=settings,
+                adapter=adapter,
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                actor_command=actor,
+            )
+    finally:
+        adapter.close()
+    if as_json:
+        sys.stdout.write(json.dumps(result.document(), indent=2, sort_keys=True) + "\n")
+    else:
+        _print_result(result, run_dir)
+    sys.exit(EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK)
+
+
+@main.command("check-response")
+@click.argument("file", type=click.Path(path_type=Path, exists=False))
+@click.option("--request-id", default=None, help="The observation's request_id to match.")
+@click.option("--max-chunk", type=int, default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def check_response(file: Path, request_id: str | None, max_chunk: int, as_json: bool) -> None:
+    """Validate a response file offline with the loop's own parser and reason codes."""
+    from mailroom.mailbox.claim import read_response_copy
+    from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError, parse_response
+
+    data = read_response_copy(file)
+    if isinstance(data, ProtocolError):
+        outcome: object = data
+    else:
+        expected = request_id
+        if expected is None:
+            # Without an observation to match, accept whatever well-formed id it carries.
+            try:
+                doc = json.loads(data.decode("utf-8"))
+                rid = doc.get("request_id") if isinstance(doc, dict) else None
+                expected = rid if isinstance(rid, str) else "0" * 32
+            except (ValueError, UnicodeDecodeError):
+                expected = "0" * 32
+        outcome = parse_response(
+            data, expected_request_id=expected, limits=ActionLimits(max_chunk=max_chunk)
+        )
+    if isinstance(outcome, ProtocolError):
+        report = {
+            "outcome": "protocol_error",
+            "reasons": [outcome.reason.value],
+            "messages": [outcome.message],
+        }
+    elif isinstance(outcome, Invalid):
+        report = {
+            "outcome": "invalid",
+            "reasons": [i.code for i in outcome.issues],
+            "messages": [i.message for i in outcome.issues],
+        }
+    else:
+        report = {"outcome": "accepted", "reasons": [], "messages": []}
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        style = "green" if report["outcome"] == "accepted" else "red"
+        console.print(f"[{style}]{report['outcome']}[/{style}]")
+        for code, message in zip(report["reasons"], report["messages"], strict=True):
+            console.print(f"  {code}: {message}")
+    sys.exit(0 if report["outcome"] == "accepted" else 1)

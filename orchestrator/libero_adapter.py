@@ -1,0 +1,312 @@
+"""The LIBERO adapter: the only code that touches the simulator.
+
+Native semantics: `env.seed(seed)` before every `reset()`, the released initial state,
+ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: they are
+validated before they reach here), native success from `env.step` after every control.
+
+Cameras render only for controls whose observation is delivered: each camera
+observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
+moment (one physics substep before the end of the control) and the delivered bytes are
+the ones robosuite itself would have given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .hashing import sha256_bytes, sha256_file
+from .headless import configure_headless_rendering, simulator_chatter_to_stderr
+
+configure_headless_rendering()
+
+CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
+IMAGE_SIZE = 256
+SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+SETTLING_CONTROLS = 10
+CONTROL_HZ = 20
+ACTION_LAYOUT: tuple[str, ...] = (
+    "dx",
+    "dy",
+    "dz",
+    "droll_axis_angle",
+    "dpitch_axis_angle",
+    "dyaw_axis_angle",
+    "gripper",
+)
+Image = npt.NDArray[np.uint8]
+
+
+class SimulatorError(RuntimeError):
+    """A native simulator failure: always a terminal infrastructure error."""
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    benchmark: str
+    suite: str
+    task_index: int
+    task_order_index: int
+    task_name: str
+    instruction: str
+    bddl_path: Path
+    init_states_path: Path
+    bddl_sha256: str
+    init_states_sha256: str
+    n_init_states: int
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One sensor capture as the actor receives it (transformed, contiguous)."""
+
+    images: dict[str, Image]
+    joint_pos: tuple[float, ...] | None
+    gripper_qpos: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    identity: TaskIdentity
+    init_state_index: int
+    seed: int
+    state_sha256: str
+    settling_controls: int
+    success_during_settling: bool
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    success: bool
+    capture: Capture | None
+
+
+def benchmark_family(suite: str) -> str:
+    pro_suffixes = ("_lan", "_object", "_swap", "_task")
+    base = {"libero_spatial", "libero_object", "libero_goal", "libero_10"}
+    if suite not in base and suite != "libero_90" and suite.endswith(pro_suffixes):
+        return "libero_pro"
+    return "libero"
+
+
+def _suite(suite: str, task_order_index: int) -> Any:
+    with simulator_chatter_to_stderr():
+        from libero.libero import benchmark
+
+        table = benchmark.get_benchmark_dict()
+        if suite not in table:
+            raise KeyError(f"unknown LIBERO suite {suite!r}")
+        return table[suite](task_order_index=task_order_index)
+
+
+def _released_states_file(legacy: Path) -> Path:
+    """The file the package actually loads: legacy names resolve to a converted `.npz`."""
+    if legacy.suffix not in {".npz", ".npy"}:
+        legacy = legacy.with_name(legacy.name + ".npz")
+    return legacy.resolve()
+
+
+def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
+    """Everything that identifies a task, with content hashes (private, never published)."""
+    with simulator_chatter_to_stderr():
+        from libero.libero import get_libero_path
+        from libero.libero.envs import bddl_utils
+
+        bench = _suite(suite, task_order_index)
+        if not 0 <= task_index < bench.n_tasks:
+            raise KeyError(f"{suite} has no task index {task_index} (it has {bench.n_tasks})")
+        task = bench.get_task(task_index)
+        bddl = Path(bench.get_task_bddl_file_path(task_index)).resolve()
+        init_path = _released_states_file(
+            Path(get_libero_path("init_states"), task.problem_folder, task.init_states_file)
+        )
+        states = bench.get_task_init_states(task_index)
+        info = bddl_utils.get_problem_info(str(bddl))
+    return TaskIdentity(
+        benchmark=benchmark_family(suite),
+        suite=suite,
+        task_index=task_index,
+        task_order_index=task_order_index,
+        task_name=str(task.name),
+        instruction=str(info["language_instruction"]),
+        bddl_path=bddl,
+        init_states_path=init_path,
+        bddl_sha256=sha256_file(bddl),
+        init_states_sha256=sha256_file(init_path),
+        n_init_states=len(states),
+    )
+
+
+class _GatedSensor:
+    """Renders only while the gate is open; otherwise returns the last rendered value."""
+
+    def __init__(self, sensor: Callable[[dict[str, Any]], Any], placeholder: Image) -> None:
+        self._sensor = sensor
+        self.open = False
+        self._last: Any = placeholder
+        self.renders = 0
+
+    def __call__(self, obs_cache: dict[str, Any]) -> Any:
+        if self.open:
+            self._last = self._sensor(obs_cache)
+            self.renders += 1
+        return self._last
+
+    def __getattr__(self, name: str) -> Any:
+        # robosuite reads decorator attributes (modality) from sensors.
+        return getattr(self._sensor, name)
+
+
+def _transform(image: Any) -> Image:
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.shape[-1] != 3:
+        raise SimulatorError(f"camera gave {array.dtype} {array.shape}, not uint8 RGB")
+    return np.ascontiguousarray(array[::-1, ::-1])
+
+
+class LiberoAdapter:
+    """Owns one LIBERO env at a time and reuses it across episodes of the same task."""
+
+    def __init__(
+        self,
+        *,
+        control_cap: int,
+        proprio: bool = False,
+        image_size: int = IMAGE_SIZE,
+        render_every_control: bool = False,
+    ) -> None:
+        self.control_cap = control_cap
+        self.proprio = proprio
+        self.image_size = image_size
+        self.render_every_control = render_every_control
+        self._env: Any = None
+        self._env_key: tuple[str, int] | None = None
+        self._gates: list[_GatedSensor] = []
+        self._retired_renders = 0
+        self._states: npt.NDArray[np.float64] | None = None
+        self.envs_built = 0
+
+    @property
+    def env_horizon(self) -> int:
+        # robosuite raises past its horizon: keep it well above every control we may send.
+        return self.control_cap + SETTLING_CONTROLS + 10
+
+    def _build(self, identity: TaskIdentity) -> None:
+        self.close()
+        with simulator_chatter_to_stderr():
+            from libero.libero.envs import OffScreenRenderEnv
+
+            env = OffScreenRenderEnv(
+                bddl_file_name=str(identity.bddl_path),
+                camera_heights=self.image_size,
+                camera_widths=self.image_size,
+                horizon=self.env_horizon,
+            )
+        self._env = env
+        self._env_key = (str(identity.bddl_path), identity.task_order_index)
+        self._states = np.asarray(
+            _suite(identity.suite, identity.task_order_index).get_task_init_states(
+                identity.task_index
+            )
+        )
+        self.envs_built += 1
+
+    def _install_gates(self) -> None:
+        """Wrap the camera sensors; a hard `reset()` builds new ones, so call after each."""
+        self._retired_renders += sum(g.renders for g in self._gates)
+        placeholder = np.zeros((self.image_size, self.image_size, 3), dtype=np.uint8)
+        self._gates = []
+        for camera in CAMERAS:
+            observable = self._env.env._observables[f"{camera}_image"]
+            gate = _GatedSensor(observable._sensor, placeholder)
+            observable._sensor = gate
+            self._gates.append(gate)
+
+    def _set_render(self, on: bool) -> None:
+        for gate in self._gates:
+            gate.open = on or self.render_every_control
+
+    @property
+    def camera_renders(self) -> int:
+        """Camera renders so far: the cost that gating saves."""
+        return self._retired_renders + sum(g.renders for g in self._gates)
+
+    def _capture(self, obs: dict[str, Any]) -> Capture:
+        images = {camera: _transform(obs[f"{camera}_image"]) for camera in CAMERAS}
+        if not self.proprio:
+            return Capture(images=images, joint_pos=None, gripper_qpos=None)
+        joints = tuple(float(x) for x in np.asarray(obs["robot0_joint_pos"]).ravel())
+        grip = tuple(float(x) for x in np.asarray(obs["robot0_gripper_qpos"]).ravel())
+        return Capture(images=images, joint_pos=joints, gripper_qpos=grip)
+
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        """Seed, reset, install the released state, settle; return the first capture."""
+        key = (str(identity.bddl_path), identity.task_order_index)
+        try:
+            if self._env is None or self._env_key != key:
+                self._build(identity)
+            assert self._states is not None
+            if not 0 <= init_state_index < len(self._states):
+                raise KeyError(
+                    f"initial state {init_state_index} out of range ({len(self._states)} released)"
+                )
+            state = np.ascontiguousarray(self._states[init_state_index], dtype=np.float64)
+            env = self._env
+            with simulator_chatter_to_stderr():
+                env.seed(seed)
+                env.reset()
+                self._install_gates()
+                self._set_render(False)
+                env.set_init_state(state)
+                settled_success = False
+                obs: dict[str, Any] = {}
+                for i in range(SETTLING_CONTROLS):
+                    self._set_render(i == SETTLING_CONTROLS - 1)
+                    obs, _reward, done, _info = env.step(np.array(SETTLING_ACTION))
+                    settled_success = settled_success or bool(done)
+        except (KeyError, AssertionError):
+            raise
+        except Exception as exc:  # native failures are typed, never escape raw
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+        return EpisodeStart(
+            identity=identity,
+            init_state_index=init_state_index,
+            seed=seed,
+            state_sha256=sha256_bytes(state.tobytes()),
+            settling_controls=SETTLING_CONTROLS,
+            success_during_settling=settled_success,
+            capture=self._capture(obs),
+        )
+
+    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        """One native control. `action` must already be valid; it is passed through as is."""
+        vector = np.asarray(action, dtype=np.float64)
+        if vector.shape != (7,) or not all(math.isfinite(x) for x in vector):
+            raise ValueError("the adapter only executes validated 7-D finite actions")
+        try:
+            self._set_render(observe)
+            obs, _reward, done, _info = self._env.step(vector)
+        except Exception as exc:
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+        return ControlOutcome(success=bool(done), capture=self._capture(obs) if observe else None)
+
+    def sim_state(self) -> npt.NDArray[np.float64]:
+        return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
+
+    def close(self) -> None:
+        if self._env is not None:
+            try:
+                self._env.close()
+            finally:
+                self._env = None
+                self._env_key = None
+                self._gates = []

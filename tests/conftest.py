@@ -1,0 +1,46 @@
+"""Shared test helpers: the repository, the project's executables, leak scanning."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+
+
+def mailroom_exe() -> str:
+    return str(BIN / "mailroom")
+
+
+def files_under(root: Path) -> Iterable[Path]:
+    return sorted(root.rglob("*"))
+
+
+def leaks_under(root: Path, needles: Iterable[str]) -> list[str]:
+    """Every (path, needle) where a needle appears in a name or in a file's bytes."""
+    found: list[str] = []
+    wanted = [n for n in needles if n]
+    for path in files_under(root):
+        rel = path.relative_to(root).as_posix()
+        for needle in wanted:
+            if needle.lower() in rel.lower():
+                found.append(f"name {rel}: {needle}")
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes().lower()
+            for needle in wanted:
+                if needle.lower().encode() in data:
+                    found.append(f"content {rel}: {needle}")
+    return found
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO

@@ -1,0 +1,108 @@
+"""`mailroom demo` on the real simulator: a blinded episode through a real mailbox."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import leaks_under, mailroom_exe
+from mailroom.mailbox.schemas import schema_errors
+
+pytestmark = pytest.mark.sim
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
+    base = tmp_path_factory.mktemp("demo")
+    run_dir, mailbox_root = base / "private-run-7f3a", base / "mb"
+    proc = subprocess.run(
+        [
+            mailroom_exe(),
+            "demo",
+            "--json",
+            "--run-dir",
+            str(run_dir),
+            "--mailbox-root",
+            str(mailbox_root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), run_dir, mailbox_root
+
+
+def test_result_document_validates_and_counts_add_up(
+    demo_run: tuple[dict[str, Any], Path, Path],
+) -> None:
+    doc, run_dir, _ = demo_run
+    assert schema_errors("mailroom.episode_result/v1", doc) == []
+    c = doc["counters"]
+    assert c["settling_controls"] == 10
+    assert (
+        c["policy_calls"] == c["action_decisions"] + c["rejected_responses"] + c["stop_responses"]
+    )
+    assert 0 < c["executed_controls"] <= 5 * c["action_decisions"]
+    assert c["stop_responses"] == 1 and doc["termination"] == "actor_stop"
+    assert doc["outcome"] == "failure"
+    assert all(
+        doc["usage"][k] is None
+        for k in ("provider_requests", "input_tokens", "output_tokens", "cost")
+    )
+    case = doc["case"]
+    assert (case["suite"], case["task_index"], case["init_state_index"], case["seed"]) == (
+        "libero_10",
+        0,
+        0,
+        20260907,
+    )
+    # The completion marker in the private run directory is the same document.
+    results = list(run_dir.glob("episodes/*/result.json"))
+    assert len(results) == 1 and json.loads(results[0].read_text()) == doc
+
+
+def test_mailbox_follows_protocol_names(demo_run: tuple[dict[str, Any], Path, Path]) -> None:
+    doc, _, mailbox_root = demo_run
+    endpoints = [p for p in mailbox_root.iterdir()]
+    assert len(endpoints) == 1 and re.fullmatch(r"[0-9a-f]{32}", endpoints[0].name)
+    ep = endpoints[0]
+    assert sorted(p.name for p in ep.iterdir()) == ["inbox", "outbox", "scratch"]
+    n = doc["counters"]["policy_calls"]
+    expected = {"closed.json"}
+    for i in range(1, n + 1):
+        expected |= {f"obs-{i}.json", f"obs-{i}-agentview.png", f"obs-{i}-robot0_eye_in_hand.png"}
+    assert {p.name for p in (ep / "outbox").iterdir()} == expected
+    for i in range(1, n + 1):
+        obs = json.loads((ep / "outbox" / f"obs-{i}.json").read_text())
+        assert schema_errors("mailroom.observation/v1", obs) == []
+        assert obs["sequence"] == i and obs["response_file"] == f"inbox/resp-{i}.json"
+    closed = json.loads((ep / "outbox" / "closed.json").read_text())
+    assert closed == {"schema": "mailroom.closed/v1", "last_sequence": n}
+    assert list((ep / "inbox").iterdir()) == []  # every response was claimed out
+
+
+def test_nothing_under_the_mailbox_root_identifies_the_case(
+    demo_run: tuple[dict[str, Any], Path, Path],
+) -> None:
+    doc, run_dir, mailbox_root = demo_run
+    case = doc["case"]
+    needles = [
+        case["suite"],
+        "libero",
+        case["task_name"],
+        Path(case["task_name"]).name + ".bddl",
+        str(case["seed"]),
+        run_dir.name,
+        "init_state",
+        "seed",
+        "suite",
+        "task_index",
+        case["bddl_sha256"],
+        case["state_sha256"],
+    ]
+    assert leaks_under(mailbox_root, needles) == []
