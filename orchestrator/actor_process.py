@@ -37,6 +37,9 @@ class ActorProcess:
         except BrokenPipeError:
             pass  # an actor that exits at once is judged by what it wrote, not here
 
+    def __repr__(self) -> str:
+        return f"ActorProcess(pid={self._proc.pid}, argv={self.argv!r})"
+
     @property
     def pid(self) -> int:
         return self._proc.pid

@@ -87,7 +87,7 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
     simulator, answered by the built-in diagnostic actor in its own process."""
     from .cases import DEMO_CASE
     from .catalog import reference_horizon
-    from .episode import run_blinded_episode
+    from .episode import process_launcher, run_blinded_episode
     from .libero_adapter import LiberoAdapter
     from .paths import profile_dir
     from .settings import RunSettings
@@ -118,7 +118,7 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
                 adapter=adapter,
                 run_dir=run_dir,
                 mailbox_root=mailbox_root,
-                actor_command=actor,
+                launch_actor=process_launcher(actor),
             )
     finally:
         adapter.close()
@@ -130,9 +130,12 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
 
 
 def _register() -> None:
+    from .cli_catalog import catalog, plan
     from .cli_check import check_response
 
     main.add_command(check_response)
+    main.add_command(catalog)
+    main.add_command(plan)
 
 
 _register()

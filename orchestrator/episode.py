@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 
 from .actor_process import ActorProcess, render_command
 from .cases import Case
@@ -15,9 +17,54 @@ from .evidence import EpisodeEvidence
 from .instructions import render_instructions
 from .libero_adapter import LiberoAdapter, resolve_task
 from .mailbox_transport import MailboxTransport
+from .policy_transport import Policy, PolicyTransport
 from .results import EpisodeResult
 from .runner import EpisodeRequest, EpisodeRunner
 from .settings import RunSettings
+
+
+class ActorHandle(Protocol):
+    def stop(self) -> int | None: ...
+
+
+# Starts one fresh actor for one endpoint, given the rendered instructions.
+ActorLauncher = Callable[[Endpoint, str], ActorHandle]
+
+
+def process_launcher(command: Sequence[str]) -> ActorLauncher:
+    """An actor process per episode from an argv template (`{endpoint}`, `{python}`)."""
+
+    def launch(endpoint: Endpoint, instructions: str) -> ActorHandle:
+        argv = render_command(command, endpoint=str(endpoint.root), python=sys.executable)
+        return ActorProcess(argv, instructions=instructions, workdir=endpoint.scratch)
+
+    return launch
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    runner: EpisodeRunner
+    request: EpisodeRequest
+    evidence: EpisodeEvidence
+
+
+def _prepare(
+    case: Case, attempt: int, settings: RunSettings, adapter: LiberoAdapter, run_dir: Path
+) -> _Prepared:
+    """Checks first (nothing is created if the configuration is wrong), then evidence."""
+    runner = EpisodeRunner(adapter, settings)
+    horizon = reference_horizon(case.suite).controls
+    runner.check_configuration(horizon)
+    request = EpisodeRequest(
+        attempt_id=case.attempt_id(attempt),
+        case_id=case.case_id,
+        identity=resolve_task(case.suite, case.task_index, case.task_order_index),
+        init_state_index=case.init_state_index,
+        seed=case.seed,
+        reference_horizon=horizon,
+    )
+    evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id)
+    return _Prepared(runner, request, evidence)
 
 
 def run_blinded_episode(
@@ -28,16 +75,14 @@ def run_blinded_episode(
     adapter: LiberoAdapter,
     run_dir: Path,
     mailbox_root: Path,
-    actor_command: Sequence[str] | None,
+    launch_actor: ActorLauncher | None,
 ) -> EpisodeResult:
     """Run `case` against a fresh actor through a fresh opaque endpoint.
 
-    `actor_command` is an argv template with `{endpoint}` and `{python}` fields; None
-    means an external actor is handed the launch message by the coordinator.
+    With no launcher, an external actor is handed the launch message by the coordinator.
     """
-    identity = resolve_task(case.suite, case.task_index, case.task_order_index)
-    attempt_id = case.attempt_id(attempt)
-    evidence = EpisodeEvidence(run_dir / "episodes" / attempt_id)
+    prepared = _prepare(case, attempt, settings, adapter, run_dir)
+    evidence = prepared.evidence
     endpoint = create_endpoint(mailbox_root)
     instructions = render_instructions(str(endpoint.root))
     # The endpoint-to-case mapping lives only here, in the private run directory.
@@ -47,26 +92,36 @@ def run_blinded_episode(
     )
     evidence.write_private("launch_message.json", {"instructions": instructions})
     transport = MailboxTransport(endpoint, evidence, watch_mode=settings.watch_mode)
-    actor: ActorProcess | None = None
+    actor: ActorHandle | None = None
     try:
-        if actor_command is not None:
-            argv = render_command(actor_command, endpoint=str(endpoint.root), python=sys.executable)
-            actor = ActorProcess(argv, instructions=instructions, workdir=endpoint.scratch)
-            evidence.event("actor_started", argv=argv, pid=actor.pid)
-        runner = EpisodeRunner(adapter, settings)
-        request = EpisodeRequest(
-            attempt_id=attempt_id,
-            case_id=case.case_id,
-            identity=identity,
-            init_state_index=case.init_state_index,
-            seed=case.seed,
-            reference_horizon=reference_horizon(case.suite).controls,
-        )
-        result = runner.run(request, transport, evidence)
+        if launch_actor is not None:
+            actor = launch_actor(endpoint, instructions)
+            evidence.event("actor_started", detail=repr(actor))
+        result = prepared.runner.run(prepared.request, transport, evidence)
     finally:
         if actor is not None:
             status = actor.stop()
             evidence.event("actor_stopped", exit_status=status)
         evidence.close()
     evidence.write_result(result)
+    return result
+
+
+def run_in_process_episode(
+    case: Case,
+    *,
+    attempt: int,
+    settings: RunSettings,
+    adapter: LiberoAdapter,
+    run_dir: Path,
+    policy: Policy,
+) -> EpisodeResult:
+    """The same episode with an in-process `Policy.act` instead of a mailbox actor."""
+    prepared = _prepare(case, attempt, settings, adapter, run_dir)
+    try:
+        transport = PolicyTransport(policy, prepared.evidence)
+        result = prepared.runner.run(prepared.request, transport, prepared.evidence)
+    finally:
+        prepared.evidence.close()
+    prepared.evidence.write_result(result)
     return result

@@ -193,6 +193,12 @@ class LiberoAdapter:
         self._states: npt.NDArray[np.float64] | None = None
         self.envs_built = 0
 
+    def set_control_cap(self, control_cap: int) -> None:
+        """Re-declare the cap for the next episodes; a built env keeps running."""
+        self.control_cap = control_cap
+        if self._env is not None:
+            self._env.env.horizon = self.env_horizon
+
     @property
     def env_horizon(self) -> int:
         # robosuite raises past its horizon: keep it well above every control we may send.

@@ -38,7 +38,7 @@ from .results import (
     Usage,
 )
 from .settings import RunSettings
-from .transport import Delivery, TimedOut, Transport
+from .transport import Delivery, PolicyFailed, TimedOut, Transport
 
 MAX_FEEDBACK_ISSUES = 5
 MAX_FEEDBACK_MESSAGE = 200
@@ -99,12 +99,16 @@ class EpisodeRunner:
             settling_controls=settling,
         )
 
+    def check_configuration(self, reference_horizon: int) -> None:
+        """Adapter and runner must agree on the cap before any episode starts."""
+        self.settings.check_adapter_cap(self.adapter.control_cap, reference_horizon)
+
     def run(
         self, request: EpisodeRequest, transport: Transport, evidence: EpisodeEvidence
     ) -> EpisodeResult:
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
-        settings.check_adapter_cap(self.adapter.control_cap, request.reference_horizon)
+        self.check_configuration(request.reference_horizon)
         started_at, t0 = _now(), time.monotonic()
         state = _State(counters=Counters())
         start: EpisodeStart | None = None
@@ -119,7 +123,10 @@ class EpisodeRunner:
                 settling_controls=start.settling_controls,
                 success_during_settling=start.success_during_settling,
             )
-            last_sequence = self._policy_loop(request, start, transport, evidence, state, t0)
+            # The wall-time limit covers the policy loop, not reset and settling.
+            last_sequence = self._policy_loop(
+                request, start, transport, evidence, state, time.monotonic()
+            )
         except (SimulatorError, OSError) as exc:
             state.termination = "infrastructure_error"
             state.errors.append(
@@ -261,6 +268,17 @@ class EpisodeRunner:
                 return sequence
             c.policy_calls += 1
             state.latencies_ms.append((time.monotonic() - published) * 1000.0)
+            if isinstance(decision, PolicyFailed):
+                state.termination = "policy_error"
+                state.errors.append(
+                    TypedError(
+                        kind="policy_error",
+                        code="policy_exception",
+                        message=decision.message,
+                        policy_call=c.policy_calls,
+                    )
+                )
+                return sequence
             if isinstance(decision, ProtocolError):
                 state.termination = "protocol_error"
                 state.errors.append(

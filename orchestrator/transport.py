@@ -33,7 +33,15 @@ class TimedOut:
     kind: Literal["timeout"] = "timeout"
 
 
-DecisionOutcome = Accepted | Invalid | ProtocolError | TimedOut
+@dataclass(frozen=True)
+class PolicyFailed:
+    """An in-process policy raised instead of answering: the policy's own error."""
+
+    message: str
+    kind: Literal["policy_failed"] = "policy_failed"
+
+
+DecisionOutcome = Accepted | Invalid | ProtocolError | TimedOut | PolicyFailed
 
 
 class Transport(Protocol):

@@ -1,0 +1,168 @@
+"""The LIBERO adapter against a plain LIBERO loop written here, on the real simulator.
+
+A plain loop (fresh env, cameras rendered at every control, seed / reset / released
+state / settle / step) is the reference. The adapter (reused env, cameras rendered only
+for delivered observations) must give identical images and identical state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from mailroom.orchestrator.headless import simulator_chatter_to_stderr
+from mailroom.orchestrator.libero_adapter import (
+    CAMERAS,
+    SETTLING_ACTION,
+    SETTLING_CONTROLS,
+    Capture,
+    LiberoAdapter,
+    TaskIdentity,
+    resolve_task,
+)
+
+pytestmark = pytest.mark.sim
+
+SUITE, TASK, SEED, K = "libero_10", 0, 20260907, 5
+rng = np.random.default_rng(7)
+ACTIONS: list[list[float]] = [
+    [*rng.uniform(-0.6, 0.6, size=6).round(3).tolist(), -1.0 if i < 10 else 1.0] for i in range(20)
+]
+
+
+@dataclass
+class PlainRun:
+    delivered: list[dict[str, npt.NDArray[np.uint8]]]
+    joint_pos: list[npt.NDArray[np.float64]]
+    final_state: npt.NDArray[np.float64]
+
+
+def plain_libero_loop(identity: TaskIdentity, init_state: int) -> PlainRun:
+    """What a common LIBERO evaluator does, with the protocol's camera transform."""
+    with simulator_chatter_to_stderr():
+        from libero.libero import benchmark
+        from libero.libero.envs import OffScreenRenderEnv
+
+        states = benchmark.get_benchmark_dict()[SUITE]().get_task_init_states(TASK)
+        env = OffScreenRenderEnv(
+            bddl_file_name=str(identity.bddl_path), camera_heights=256, camera_widths=256
+        )
+        try:
+            env.seed(SEED)
+            env.reset()
+            env.set_init_state(states[init_state])
+            for _ in range(SETTLING_CONTROLS):
+                obs, *_ = env.step(np.array(SETTLING_ACTION))
+            delivered, joints = [_images(obs)], [np.asarray(obs["robot0_joint_pos"])]
+            for i, action in enumerate(ACTIONS):
+                obs, *_ = env.step(np.array(action))
+                if (i + 1) % K == 0:
+                    delivered.append(_images(obs))
+                    joints.append(np.asarray(obs["robot0_joint_pos"]))
+            final = np.asarray(env.get_sim_state(), dtype=np.float64).copy()
+        finally:
+            env.close()
+    return PlainRun(delivered, joints, final)
+
+
+def _images(obs: dict[str, Any]) -> dict[str, npt.NDArray[np.uint8]]:
+    return {c: np.ascontiguousarray(obs[f"{c}_image"][::-1, ::-1]) for c in CAMERAS}
+
+
+def adapter_run(adapter: LiberoAdapter, identity: TaskIdentity, init_state: int) -> list[Capture]:
+    start = adapter.start_episode(identity, init_state, SEED)
+    captures = [start.capture]
+    for i, action in enumerate(ACTIONS):
+        outcome = adapter.step(action, observe=(i + 1) % K == 0)
+        assert not outcome.success
+        if outcome.capture is not None:
+            captures.append(outcome.capture)
+    return captures
+
+
+@pytest.fixture(scope="module")
+def identity() -> TaskIdentity:
+    return resolve_task(SUITE, TASK)
+
+
+@pytest.fixture(scope="module")
+def adapter() -> Iterator[LiberoAdapter]:
+    shared = LiberoAdapter(control_cap=100, proprio=True)
+    yield shared
+    shared.close()
+
+
+@pytest.fixture(scope="module")
+def reference(identity: TaskIdentity) -> PlainRun:
+    return plain_libero_loop(identity, init_state=1)
+
+
+def test_reused_gated_adapter_matches_a_fresh_plain_loop(
+    adapter: LiberoAdapter, identity: TaskIdentity, reference: PlainRun
+) -> None:
+    adapter_run(adapter, identity, init_state=0)  # dirty the env with another episode
+    builds = adapter.envs_built
+    captures = adapter_run(adapter, identity, init_state=1)
+    assert adapter.envs_built == builds  # the env was reused, not rebuilt
+    assert len(captures) == len(reference.delivered) == 1 + len(ACTIONS) // K
+    for capture, expected in zip(captures, reference.delivered, strict=True):
+        for camera in CAMERAS:
+            image = capture.images[camera]
+            assert image.dtype == np.uint8 and image.shape == (256, 256, 3)
+            assert image.flags["C_CONTIGUOUS"]
+            assert np.array_equal(image, expected[camera])
+    assert np.array_equal(adapter.sim_state(), reference.final_state)
+
+
+def test_cameras_render_only_for_delivered_observations(
+    adapter: LiberoAdapter, identity: TaskIdentity
+) -> None:
+    adapter.start_episode(identity, 0, SEED)
+    before = adapter.camera_renders
+    for i in range(K):
+        adapter.step(ACTIONS[i], observe=i == K - 1)
+    assert adapter.camera_renders - before == len(CAMERAS)  # one frame per camera, not K
+
+
+def test_proprio_track_gives_seven_arm_and_two_gripper_encoders(
+    adapter: LiberoAdapter, identity: TaskIdentity, reference: PlainRun
+) -> None:
+    captures = adapter_run(adapter, identity, init_state=1)
+    for capture, joints in zip(captures, reference.joint_pos, strict=True):
+        assert capture.joint_pos is not None and capture.gripper_qpos is not None
+        assert len(capture.joint_pos) == 7 and len(capture.gripper_qpos) == 2
+        assert np.array_equal(np.array(capture.joint_pos), joints)
+
+
+def test_identity_hashes_are_content_hashes(identity: TaskIdentity) -> None:
+    import hashlib
+
+    assert identity.bddl_sha256 == hashlib.sha256(identity.bddl_path.read_bytes()).hexdigest()
+    assert identity.init_states_path.suffix == ".npz"
+    data = identity.init_states_path.read_bytes()
+    assert identity.init_states_sha256 == hashlib.sha256(data).hexdigest()
+    assert identity.n_init_states == 50
+
+
+@pytest.mark.parametrize("suite", ["libero_goal_lan", "libero_spatial_task"])
+def test_pro_instruction_is_the_envs_own_not_the_base_tasks(suite: str) -> None:
+    with simulator_chatter_to_stderr():
+        from libero.libero import benchmark
+        from libero.libero.envs import OffScreenRenderEnv
+
+        bench = benchmark.get_benchmark_dict()[suite]()
+        identity = resolve_task(suite, 0)
+        env = OffScreenRenderEnv(
+            bddl_file_name=str(identity.bddl_path), camera_heights=64, camera_widths=64
+        )
+        try:
+            assert identity.instruction == env.language_instruction
+        finally:
+            env.close()
+    assert identity.benchmark == "libero_pro"
+    assert identity.instruction != bench.get_task(0).language

@@ -1,0 +1,324 @@
+"""Episode-runner rules on the real simulator, through real mailbox files.
+
+One adapter (one LIBERO env per task) is shared by the whole module; budgets are short.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.cases import Case
+from mailroom.orchestrator.episode import run_blinded_episode, run_in_process_episode
+from mailroom.orchestrator.libero_adapter import ControlOutcome, LiberoAdapter
+from mailroom.orchestrator.png import decode_png
+from mailroom.orchestrator.policy_transport import PolicyObservation
+from mailroom.orchestrator.results import EpisodeResult
+from mailroom.orchestrator.settings import ConfigurationError, RunSettings
+from thread_actor import Script, ThreadActor, act, stop, thread_launcher
+
+pytestmark = pytest.mark.sim
+
+CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
+STOVE = Case(suite="libero_goal", task_index=7, init_state_index=0, seed=20260907)
+STILL = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
+
+
+@pytest.fixture(scope="module")
+def adapter() -> Iterator[LiberoAdapter]:
+    shared = LiberoAdapter(control_cap=1000)
+    yield shared
+    shared.close()
+
+
+def _settings(**overrides: Any) -> RunSettings:
+    base: dict[str, Any] = {"max_policy_calls": 10, "replan_interval": 5, "response_timeout_s": 60}
+    base.update(overrides)
+    return RunSettings(**base)
+
+
+def _run(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+    script: Script,
+    settings: RunSettings,
+    case: Case = CASE,
+) -> tuple[EpisodeResult, ThreadActor, Path]:
+    adapter.set_control_cap(settings.control_cap(520 if case.suite == "libero_10" else 300))
+    actors: list[ThreadActor] = []
+    run_dir = tmp_path / "run"
+    result = run_blinded_episode(
+        case,
+        attempt=1,
+        settings=settings,
+        adapter=adapter,
+        run_dir=run_dir,
+        mailbox_root=tmp_path / "mb",
+        launch_actor=thread_launcher(script, actors),
+    )
+    assert schema_errors("mailroom.episode_result/v1", result.document()) == []
+    c = result.counters
+    assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
+    return result, actors[0], run_dir / "episodes" / result.attempt_id
+
+
+def _events(episode_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (episode_dir / "events.jsonl").read_text().splitlines()]
+
+
+def _invalid_three_times(observation: dict[str, Any]) -> dict[str, Any] | bytes:
+    n = observation["sequence"]
+    if n == 1:
+        return act(observation, [[0.0] * 8])  # wrong vector length
+    if n == 2:
+        return act(observation, [[0.0, 0.0, 1.5, 0.0, 0.0, 0.0, -1.0]])  # out of bounds
+    if n == 3:
+        return (
+            b'{"schema": "mailroom.response/v1", "request_id": "%s", "decision": "act",'
+            % (observation["request_id"].encode())
+            + b' "actions": [[NaN, 0, 0, 0, 0, 0, -1]]}'
+        )
+    if n == 4:
+        return act(observation, [STILL] * 5)
+    return stop(observation)
+
+
+def test_feedback_rejects_whole_responses_and_redelivers_the_same_capture(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    result, actor, episode_dir = _run(
+        adapter, tmp_path, _invalid_three_times, _settings(invalid_action_handling="feedback")
+    )
+    c = result.counters
+    assert (c.rejected_responses, c.action_decisions, c.stop_responses) == (3, 1, 1)
+    assert c.policy_calls == 5 and c.executed_controls == 5
+    assert result.termination == "actor_stop" and result.outcome == "failure"
+    feedback = [o["feedback"] for o in actor.observations]
+    assert feedback[0] is None and feedback[4] is None
+    assert [f["rejected_sequence"] for f in feedback[1:4]] == [1, 2, 3]
+    assert [f["issues"][0]["code"] for f in feedback[1:4]] == [
+        "wrong_vector_length",
+        "out_of_bounds",
+        "non_finite_literal",
+    ]
+    # Observations 1-4 carry the same sensor capture: identical pixels.
+    outbox = next((tmp_path / "mb").iterdir()) / "outbox"
+    for camera in ("agentview", "robot0_eye_in_hand"):
+        first = decode_png((outbox / f"obs-1-{camera}.png").read_bytes())
+        for n in (2, 3, 4):
+            assert np.array_equal(
+                first, decode_png((outbox / f"obs-{n}-{camera}.png").read_bytes())
+            )
+        assert not np.array_equal(first, decode_png((outbox / f"obs-5-{camera}.png").read_bytes()))
+    executed = [e for e in _events(episode_dir) if e["event"] == "actions_executed"]
+    assert [e["sequence"] for e in executed] == [4]  # nothing of a rejected call ran
+
+
+def test_terminal_handling_ends_on_the_first_invalid_response(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    result, _, _ = _run(
+        adapter, tmp_path, _invalid_three_times, _settings(invalid_action_handling="terminal")
+    )
+    assert result.outcome == "error" and result.termination == "policy_error"
+    assert [(e.kind, e.code, e.policy_call) for e in result.errors] == [
+        ("policy_error", "wrong_vector_length", 1)
+    ]
+    assert (result.counters.policy_calls, result.counters.executed_controls) == (1, 0)
+
+
+def test_decision_budget_truncates_at_the_policy_call_cap(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    result, actor, _ = _run(
+        adapter,
+        tmp_path,
+        lambda o: act(o, [STILL] * 5),
+        _settings(budget_mode="decisions", max_policy_calls=3, replan_interval=5),
+    )
+    c = result.counters
+    assert (c.policy_calls, c.action_decisions, c.executed_controls) == (3, 3, 15)
+    assert result.truncated and result.truncation == "policy_call_cap"
+    assert result.termination is None and result.outcome == "failure"
+    assert result.settings.control_cap == 15
+    assert len(actor.observations) == 3  # no observation is published past the budget
+
+
+def test_silent_actor_times_out_and_nothing_runs_after_its_last_decision(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    result, _, episode_dir = _run(
+        adapter,
+        tmp_path,
+        lambda o: act(o, [STILL] * 5) if o["sequence"] == 1 else None,
+        _settings(response_timeout_s=1.0),
+    )
+    assert result.outcome == "error" and result.termination == "actor_timeout"
+    assert [(e.kind, e.policy_call) for e in result.errors] == [("actor_timeout", 2)]
+    assert (result.counters.policy_calls, result.counters.executed_controls) == (1, 5)
+    flow = [
+        (e["event"], e.get("sequence"))
+        for e in _events(episode_dir)
+        if e["event"] in ("observation_published", "actions_executed", "closed_published")
+    ]
+    assert flow == [
+        ("observation_published", 1),
+        ("actions_executed", 1),
+        ("observation_published", 2),
+        ("closed_published", None),
+    ]
+
+
+def test_chunks_execute_at_most_k_and_shorter_chunks_fewer(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    def script(o: dict[str, Any]) -> dict[str, Any]:
+        return {1: act(o, [STILL] * 2), 2: act(o, [STILL] * 8)}.get(o["sequence"], stop(o))
+
+    result, _, episode_dir = _run(adapter, tmp_path, script, _settings(max_chunk=8))
+    assert result.counters.executed_controls == 2 + 5
+    prefixes = [
+        len(e["executed_prefix"]) for e in _events(episode_dir) if e["event"] == "actions_executed"
+    ]
+    assert prefixes == [2, 5]
+
+
+def test_stop_persistence_rule_defers_stop_without_awarding_anything(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    def script(o: dict[str, Any]) -> dict[str, Any]:
+        return act(o, [STILL]) if o["sequence"] in (2, 3) else stop(o)
+
+    result, actor, _ = _run(adapter, tmp_path, script, _settings(min_decisions_before_stop=2))
+    c = result.counters
+    assert (c.stop_responses, c.action_decisions, c.policy_calls) == (2, 2, 4)
+    assert actor.observations[1]["feedback"]["issues"][0]["code"] == "stop_deferred"
+    assert result.termination == "actor_stop" and result.outcome == "failure"
+
+
+def test_wall_time_limit_truncates(adapter: LiberoAdapter, tmp_path: Path) -> None:
+    result, _, _ = _run(
+        adapter,
+        tmp_path,
+        lambda o: act(o, [STILL]) if o["sequence"] == 1 else None,
+        _settings(episode_wall_time_s=1.0, response_timeout_s=60),
+    )
+    assert result.truncation == "wall_time" and result.termination is None
+    assert result.outcome == "failure" and result.errors == []
+
+
+def test_adapter_and_runner_caps_must_agree_before_anything_starts(tmp_path: Path) -> None:
+    unbuilt = LiberoAdapter(control_cap=999)  # never builds an env: the check comes first
+    with pytest.raises(ConfigurationError):
+        run_blinded_episode(
+            CASE,
+            attempt=1,
+            settings=_settings(max_policy_calls=3),
+            adapter=unbuilt,
+            run_dir=tmp_path / "run",
+            mailbox_root=tmp_path / "mb",
+            launch_actor=None,
+        )
+    assert not (tmp_path / "mb").exists() and not (tmp_path / "run").exists()
+
+
+class _StoveTurnedOnAt(LiberoAdapter):
+    """Turns the stove knob on in the real simulator just before control `at` runs."""
+
+    at = 7
+
+    def step(self, action: Any, *, observe: bool) -> ControlOutcome:
+        self.sent = getattr(self, "sent", 0) + 1
+        if self.sent == self.at:
+            env = self._env.env
+            for joint in env.get_object("flat_stove_1").joints:
+                env.sim.data.qpos[env.sim.model.get_joint_qpos_addr(joint)] = 1.0
+            env.sim.forward()
+        return super().step(action, observe=observe)
+
+
+def test_native_success_stops_at_the_first_successful_control(tmp_path: Path) -> None:
+    forcing = _StoveTurnedOnAt(control_cap=50)
+    try:
+        result, _, episode_dir = _run(
+            forcing,
+            tmp_path,
+            lambda o: act(o, [STILL] * 5),
+            _settings(max_policy_calls=10, replan_interval=5),
+            case=STOVE,
+        )
+    finally:
+        forcing.close()
+    c = result.counters
+    assert result.outcome == "success" and result.termination == "native_success"
+    assert (c.first_success_control, c.first_success_policy_call) == (7, 2)
+    assert c.executed_controls == 7 and c.policy_calls == 2
+    executed = [e for e in _events(episode_dir) if e["event"] == "actions_executed"]
+    assert [len(e["executed_prefix"]) for e in executed] == [5, 2]  # rest of chunk 2 unrun
+
+
+class _ScriptedPolicy:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    def act(self, observation: PolicyObservation) -> object:
+        answer = self.script(observation.document.model_dump(mode="json", by_alias=True))
+        return json.loads(answer) if isinstance(answer, bytes) else answer
+
+
+def test_in_process_policy_and_mailbox_give_identical_records(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    settings = _settings(max_policy_calls=6)
+    via_mailbox, _, mailbox_dir = _run(adapter, tmp_path / "m", _invalid_two_then_act, settings)
+    via_policy = run_in_process_episode(
+        CASE,
+        attempt=1,
+        settings=settings,
+        adapter=adapter,
+        run_dir=tmp_path / "p" / "run",
+        policy=_ScriptedPolicy(_invalid_two_then_act),
+    )
+    volatile = {"started_at", "finished_at", "wall_time_s", "latency"}
+    assert via_policy.model_dump(exclude=volatile) == via_mailbox.model_dump(exclude=volatile)
+    policy_dir = tmp_path / "p" / "run" / "episodes" / via_policy.attempt_id
+    assert _event_skeleton(mailbox_dir) == _event_skeleton(policy_dir)
+
+
+def _invalid_two_then_act(observation: dict[str, Any]) -> dict[str, Any]:
+    n = observation["sequence"]
+    if n <= 2:
+        return act(observation, [[0.0, 0.0, 2.0, 0.0, 0.0, 0.0, -1.0]])
+    if n <= 4:
+        return act(observation, [[0.0, 0.0, 0.3, 0.0, 0.0, 0.0, -1.0]] * 5)
+    return stop(observation)
+
+
+def _event_skeleton(episode_dir: Path) -> list[tuple[Any, ...]]:
+    keep = {"observation_published", "response_claimed", "actions_executed", "episode_finished"}
+    out: list[tuple[Any, ...]] = []
+    for e in _events(episode_dir):
+        if e["event"] in keep:
+            out.append(
+                (
+                    e["event"],
+                    e.get("sequence"),
+                    e.get("outcome"),
+                    json.dumps(e.get("executed_prefix")),
+                    json.dumps(e.get("counters")),
+                )
+            )
+    return out
