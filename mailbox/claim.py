@@ -1,8 +1,10 @@
 """Exactly-once claim of a response file, Maildir style.
 
-The file is renamed out of the actor-visible inbox into the orchestrator's private
-evidence before it is parsed; a second file under an already-claimed name is a typed
-duplicate. Symlinks, hard links and anything but a regular file are never read.
+The file is taken out of the actor-visible inbox into the orchestrator's private
+evidence before it is parsed. The private name is created exclusively, so a name can be
+claimed once only: a second file under an already-claimed name is a typed duplicate,
+never a second decision. Symlinks, hard-linked files and anything but a regular file
+are never read.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
+
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,24 @@ def _inspect(st: os.stat_result) -> ProtocolError | None:
     return None
 
 
+def _unreadable(what: str, exc: OSError) -> ProtocolError:
+    # strerror only: the exception's text would carry private paths.
+    return ProtocolError(ProtocolReason.UNREADABLE, f"cannot {what} response: {exc.strerror}")
+
+
+def _already_claimed() -> ProtocolError:
+    return ProtocolError(
+        ProtocolReason.DUPLICATE_RESPONSE, "a response under this name was already claimed"
+    )
+
+
 def _open_regular(path: Path) -> int | ProtocolError:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return ProtocolError(ProtocolReason.SYMLINK, "response files must not be symlinks")
-        return ProtocolError(ProtocolReason.UNREADABLE, f"cannot open response: {exc.strerror}")
+        return _unreadable("open", exc)
     problem = _inspect(os.fstat(fd))
     if problem is not None:
         os.close(fd)
@@ -58,48 +73,82 @@ def _open_regular(path: Path) -> int | ProtocolError:
     return fd
 
 
+def _copy_exclusively(source: Path, evidence: Path) -> ProtocolError | None:
+    """Private copy of the bounded bytes, for when the inode cannot be linked."""
+    copied = read_response_copy(source)
+    if isinstance(copied, ProtocolError):
+        return copied
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(evidence, flags, 0o600)
+    except FileExistsError:
+        return _already_claimed()
+    except OSError as exc:
+        return _unreadable("keep", exc)
+    try:
+        view = memoryview(copied)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    return None
+
+
+def _same_inode(path: Path, st: os.stat_result) -> bool:
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
 def claim_response(source: Path, evidence: Path) -> Claimed | ProtocolError:
     """Take `source` out of the inbox into `evidence` (private); return its bytes.
 
     Maildir's own move: link() to the private name, then unlink() the inbox name. (A
-    rename out of a watched directory is an unmatched IN_MOVED_FROM, which watchdog
-    holds back for half a second, delaying every later event.) Reads at most one byte
-    past the parser's cap, so a huge file costs nothing.
+    rename out of a watched directory is an unmatched IN_MOVED_FROM, which watchdog 7's
+    InotifyMoveEventGrouper holds back for half a second, delaying every later event of
+    that watch. Keep link and unlink.) The link fails if the private name exists, which
+    is what makes a claim exactly-once. Reads at most one byte past the parser's cap,
+    so a huge file costs nothing.
     """
     try:
         st = os.lstat(source)
     except OSError as exc:
-        return ProtocolError(ProtocolReason.UNREADABLE, f"cannot stat response: {exc.strerror}")
+        return _unreadable("stat", exc)
     problem = _inspect(st)
     if problem is not None:
         return problem
     evidence.parent.mkdir(parents=True, exist_ok=True)
+    taken = st
     try:
         os.link(source, evidence, follow_symlinks=False)
-        linked = True
+        taken = os.lstat(evidence)
+    except FileExistsError:
+        return _already_claimed()
     except OSError as exc:
+        # Another filesystem, or a file we may not link (protected_hardlinks): copy.
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            return ProtocolError(
-                ProtocolReason.UNREADABLE, f"cannot claim response: {exc.strerror}"
-            )
-        linked = False
-    if not linked:
-        # Another filesystem (or links refused): keep a private copy of the bounded bytes.
-        copied = read_response_copy(source)
-        if isinstance(copied, ProtocolError):
-            return copied
-        evidence.write_bytes(copied)
-    try:
-        source.unlink()
-    except OSError as exc:
-        return ProtocolError(ProtocolReason.UNREADABLE, f"cannot claim response: {exc.strerror}")
+            return _unreadable("claim", exc)
+        copy_problem = _copy_exclusively(source, evidence)
+        if copy_problem is not None:
+            return copy_problem
+    # Unlink only the file that was taken: one put under the same name since is left
+    # in the inbox, where it shows up as a duplicate.
+    if _same_inode(source, taken):
+        try:
+            source.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return _unreadable("claim", exc)
     opened = _open_regular(evidence)
     if isinstance(opened, ProtocolError):
         return opened
     try:
         data = _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
     except OSError as exc:
-        return ProtocolError(ProtocolReason.UNREADABLE, f"cannot read response: {exc.strerror}")
+        return _unreadable("read", exc)
     finally:
         os.close(opened)
     return Claimed(data=data, evidence=evidence)
@@ -113,6 +162,6 @@ def read_response_copy(path: Path) -> bytes | ProtocolError:
     try:
         return _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
     except OSError as exc:
-        return ProtocolError(ProtocolReason.UNREADABLE, f"cannot read response: {exc.strerror}")
+        return _unreadable("read", exc)
     finally:
         os.close(opened)

@@ -2,13 +2,26 @@
 
 The JSON Schemas in `schemas/` are the contract; these models must agree with them
 (tests/test_schema_model_agreement.py proves it on valid and invalid examples).
+
+Python code may leave the protocol constants (`schema`, `history`, the action
+specification's fixed values, ...) to their defaults. A document read from JSON
+(`from_json`) must spell out every field, as the frozen schema requires; only the
+fields a model lists in `_may_be_absent` may be left out, and those are never null.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationInfo,
+    model_validator,
+)
 
 OBSERVATION_SCHEMA: Literal["mailroom.observation/v1"] = "mailroom.observation/v1"
 RESPONSE_SCHEMA: Literal["mailroom.response/v1"] = "mailroom.response/v1"
@@ -22,6 +35,30 @@ ActionVector = Annotated[list[Bounded], Field(min_length=7, max_length=7)]
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    _may_be_absent: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _complete_on_the_wire(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.mode != "json" or not isinstance(data, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if key in cls._may_be_absent:
+                if key in data and data[key] is None:
+                    raise ValueError(f"{key!r} must be left out rather than null")
+            elif key not in data:
+                raise ValueError(f"missing field {key!r}")
+        return data
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def from_json(model: type[ModelT], raw: str | bytes) -> ModelT:
+    """Validate a wire document: JSON text, field names as written on the wire."""
+    return model.model_validate_json(raw, strict=True, by_alias=True, by_name=False)
 
 
 class ImageRef(Frozen):
@@ -79,8 +116,6 @@ class Observation(Frozen):
     feedback: Feedback | None
     history: Literal["current_observation_only"] = "current_observation_only"
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
-
 
 class Response(Frozen):
     schema_: Literal["mailroom.response/v1"] = Field(alias="schema")
@@ -89,7 +124,7 @@ class Response(Frozen):
     actions: Annotated[list[ActionVector], Field(min_length=1, max_length=64)] | None = None
     note: Annotated[str, Field(max_length=280)] | None = None
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
+    _may_be_absent: ClassVar[frozenset[str]] = frozenset({"actions", "note"})
 
     @model_validator(mode="after")
     def _actions_match_decision(self) -> Response:
@@ -104,9 +139,7 @@ class Closed(Frozen):
     schema_: Literal["mailroom.closed/v1"] = Field(default=CLOSED_SCHEMA, alias="schema")
     last_sequence: Annotated[int, Field(ge=0)]
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, populate_by_name=True)
-
 
 def to_document(model: BaseModel) -> dict[str, object]:
-    """The wire form: aliases, and optional fields that are unset left out."""
+    """The wire form: aliases, every field spelt out."""
     return model.model_dump(mode="json", by_alias=True, exclude_unset=False, exclude_none=False)

@@ -3,22 +3,29 @@
 Every outcome is a typed value: `Accepted`, `Invalid` (a confirmed-invalid response,
 with reason codes) or `ProtocolError` (transport uncertainty: always terminal).
 Nothing here raises for any byte string an actor can write.
+
+The reason codes are public: feedback issues carry them and actors rely on them.
+Never rename one; add new ones.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from .schemas import schema_errors
 
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_DEPTH = 8
+MAX_NOTE_CHARS = 280
 ACTION_DIMENSION = 7
+RESPONSE_SCHEMA = "mailroom.response/v1"
+REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class InvalidReason(StrEnum):
@@ -26,12 +33,13 @@ class InvalidReason(StrEnum):
 
     EMPTY_FILE = "empty_file"
     TOO_LARGE = "too_large"
-    NOT_UTF8 = "not_utf8"
+    NOT_UTF8 = "invalid_encoding"  # no digits: codes must fit the result schema's pattern
     BYTE_ORDER_MARK = "byte_order_mark"
     MALFORMED_JSON = "malformed_json"
     NON_FINITE_LITERAL = "non_finite_literal"
     DUPLICATE_KEY = "duplicate_key"
     TOO_DEEP = "too_deep"
+    UNPAIRED_SURROGATE = "unpaired_surrogate"
     NOT_AN_OBJECT = "not_an_object"
     WRONG_SCHEMA_VERSION = "wrong_schema_version"
     MISSING_FIELD = "missing_field"
@@ -130,19 +138,48 @@ def _reject_constant(name: str) -> object:
 
 
 def _depth(value: object, limit: int) -> int:
-    """Nesting depth, giving up as soon as it passes `limit`."""
+    """Container nesting depth (as brackets count it), giving up once past `limit`."""
     stack: list[tuple[object, int]] = [(value, 1)]
     deepest = 0
     while stack:
         item, level = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
         deepest = max(deepest, level)
         if deepest > limit:
             return deepest
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
+        stack.extend((child, level + 1) for child in children)
     return deepest
+
+
+def _strings(value: object) -> list[str]:
+    """Every key and string value of a decoded document."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _has_unpaired_surrogate(value: object) -> bool:
+    # A `\ud800` escape decodes to a code point that no UTF-8 text can hold.
+    for text in _strings(value):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+    return False
 
 
 def _invalid(code: InvalidReason, message: str) -> Invalid:
@@ -172,7 +209,11 @@ def _max_nesting_of_text(text: str) -> int:
 
 
 def decode_document(data: bytes) -> object | Invalid:
-    """Bytes -> JSON value under every bound, or a typed `Invalid`."""
+    """Bytes -> JSON value under every bound, or a typed `Invalid`.
+
+    The checks run in a fixed order and the first failing one decides, so every byte
+    string has exactly one decoding verdict.
+    """
     if len(data) == 0:
         return _invalid(InvalidReason.EMPTY_FILE, "the response file is empty")
     if len(data) > MAX_RESPONSE_BYTES:
@@ -199,11 +240,33 @@ def decode_document(data: bytes) -> object | Invalid:
         return _invalid(InvalidReason.MALFORMED_JSON, "the response is not one JSON document")
     if _depth(value, MAX_DEPTH) > MAX_DEPTH:
         return _invalid(InvalidReason.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
+    if _has_unpaired_surrogate(value):
+        return _invalid(
+            InvalidReason.UNPAIRED_SURROGATE, "a string holds an unpaired UTF-16 surrogate escape"
+        )
     return value
 
 
-def _is_number(value: object) -> bool:
+def is_request_id(value: object) -> TypeGuard[str]:
+    """A well-formed request id: 32 lowercase hexadecimal digits."""
+    return isinstance(value, str) and REQUEST_ID.fullmatch(value) is not None
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _value_issue(value: object, where: str, limits: ActionLimits) -> Issue | None:
+    if not _is_number(value):
+        return Issue(InvalidReason.NON_NUMERIC_VALUE, f"{where} is not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        return Issue(InvalidReason.NON_FINITE_VALUE, f"{where} is not finite")
+    # Compared as given: a huge integer is out of bounds, never a float overflow.
+    if not limits.low <= value <= limits.high:
+        return Issue(
+            InvalidReason.OUT_OF_BOUNDS, f"{where} is outside [{limits.low:g}, {limits.high:g}]"
+        )
+    return None
 
 
 def validate_actions(actions: object, limits: ActionLimits) -> list[Issue]:
@@ -232,18 +295,9 @@ def validate_actions(actions: object, limits: ActionLimits) -> list[Issue]:
                 )
             )
         for j, value in enumerate(vector):
-            where = f"actions[{i}][{j}]"
-            if not _is_number(value):
-                issues.append(Issue(InvalidReason.NON_NUMERIC_VALUE, f"{where} is not a number"))
-            elif not math.isfinite(float(value)):
-                issues.append(Issue(InvalidReason.NON_FINITE_VALUE, f"{where} is not finite"))
-            elif not limits.low <= float(value) <= limits.high:
-                issues.append(
-                    Issue(
-                        InvalidReason.OUT_OF_BOUNDS,
-                        f"{where} is outside [{limits.low:g}, {limits.high:g}]",
-                    )
-                )
+            issue = _value_issue(value, f"actions[{i}][{j}]", limits)
+            if issue is not None:
+                issues.append(issue)
     return issues
 
 
@@ -252,6 +306,7 @@ _ALLOWED = frozenset((*_REQUIRED, "actions", "note"))
 
 
 def _structure_issues(doc: dict[str, object], limits: ActionLimits) -> list[Issue]:
+    """Every problem of a decoded response, in one fixed order of checks."""
     issues: list[Issue] = []
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
@@ -260,9 +315,9 @@ def _structure_issues(doc: dict[str, object], limits: ActionLimits) -> list[Issu
     if extra:
         shown = ", ".join(repr(k[:40]) for k in extra[:5])
         issues.append(Issue(InvalidReason.UNKNOWN_FIELD, f"unknown field(s): {shown}"))
-    if "schema" in doc and doc["schema"] != "mailroom.response/v1":
+    if "schema" in doc and doc["schema"] != RESPONSE_SCHEMA:
         issues.append(
-            Issue(InvalidReason.WRONG_SCHEMA_VERSION, "'schema' must be 'mailroom.response/v1'")
+            Issue(InvalidReason.WRONG_SCHEMA_VERSION, f"'schema' must be {RESPONSE_SCHEMA!r}")
         )
     decision = doc.get("decision")
     if "decision" in doc and decision not in ("act", "stop"):
@@ -277,29 +332,34 @@ def _structure_issues(doc: dict[str, object], limits: ActionLimits) -> list[Issu
             Issue(InvalidReason.ACTIONS_NOT_ALLOWED, "decision 'stop' must not carry 'actions'")
         )
     note = doc.get("note")
-    if "note" in doc and (not isinstance(note, str) or len(note) > 280):
-        issues.append(Issue(InvalidReason.BAD_NOTE, "'note' must be a string of <= 280 chars"))
-    request_id = doc.get("request_id")
-    if "request_id" in doc and not (
-        isinstance(request_id, str)
-        and len(request_id) == 32
-        and all(c in "0123456789abcdef" for c in request_id)
-    ):
+    if "note" in doc and (not isinstance(note, str) or len(note) > MAX_NOTE_CHARS):
         issues.append(
-            Issue(InvalidReason.BAD_REQUEST_ID, "'request_id' must echo the observation's")
+            Issue(InvalidReason.BAD_NOTE, f"'note' must be a string of <= {MAX_NOTE_CHARS} chars")
+        )
+    if "request_id" in doc and not is_request_id(doc["request_id"]):
+        issues.append(
+            Issue(
+                InvalidReason.BAD_REQUEST_ID,
+                "'request_id' must be the observation's 32-hex-digit request_id",
+            )
         )
     return issues
 
 
 def parse_response(data: bytes, *, expected_request_id: str, limits: ActionLimits) -> ParseOutcome:
-    """Judge one claimed response. Pure: bytes in, typed outcome out."""
+    """Judge one claimed response. Pure: bytes in, typed outcome out.
+
+    A well-formed request id that is not the awaited one answers some other
+    observation (stale or foreign): that is transport uncertainty, so it is terminal
+    whatever else is wrong with the document. A malformed id is an ordinary issue.
+    """
     value = decode_document(data)
     if isinstance(value, Invalid):
         return value
     if not isinstance(value, dict):
         return _invalid(InvalidReason.NOT_AN_OBJECT, "the response must be a JSON object")
     request_id = value.get("request_id")
-    if isinstance(request_id, str) and request_id != expected_request_id:
+    if is_request_id(request_id) and request_id != expected_request_id:
         return ProtocolError(
             ProtocolReason.REQUEST_ID_MISMATCH,
             "the request_id does not match the observation this file answers",
@@ -307,7 +367,7 @@ def parse_response(data: bytes, *, expected_request_id: str, limits: ActionLimit
     issues = _structure_issues(value, limits)
     if not issues:
         # Belt and braces: the frozen schema must agree with the hand-written checks.
-        errors = schema_errors("mailroom.response/v1", value)
+        errors = schema_errors(RESPONSE_SCHEMA, value)
         if errors:
             issues = [Issue(InvalidReason.SCHEMA_INVALID, errors[0][:200])]
     if issues:

@@ -19,7 +19,8 @@ def fsync_directory(directory: Path) -> None:
 def publish_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Make `path` appear whole or not at all; readers only ever see final names."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644)
     try:
         view = memoryview(data)
         while view:

@@ -1,15 +1,28 @@
-"""Frozen JSON Schemas (Draft 2020-12) loaded from package data, resolved locally only."""
+"""Frozen JSON Schemas (Draft 2020-12) loaded from package data, resolved locally only.
+
+Two points where Python's defaults differ from JSON Schema's model, fixed here so the
+validator and the pydantic mirrors in `messages.py` agree:
+
+- `pattern` is an ECMA-262 regular expression, whose `$` matches only at the very end;
+  Python's `$` also matches before a final newline.
+- `integer` is a number written as an integer literal. JSON Schema would also accept
+  `5.0`; mailroom never writes one, and the strict models refuse it.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
+from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 from referencing.exceptions import NoSuchResource
+from referencing.jsonschema import DRAFT202012
 
 SCHEMA_PACKAGE = "mailroom.schemas"
 
@@ -23,6 +36,50 @@ def schema_file_name(kind: str) -> str:
     return kind.replace("/", ".") + ".json"
 
 
+def ecma_anchors(pattern: str) -> str:
+    """Rewrite each unescaped `$` outside a character class as `\\Z`."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(ecma_anchors(pattern))
+
+
+def _pattern(
+    validator: Validator, pattern: str, instance: object, schema: dict[str, Any]
+) -> Iterator[ValidationError]:
+    if isinstance(instance, str) and _compiled(pattern).search(instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _integer_literal(checker: TypeChecker, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+MailroomValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    validators={"pattern": _pattern},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer_literal),
+)
+
+
 @cache
 def _all_schemas() -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
@@ -32,31 +89,48 @@ def _all_schemas() -> dict[str, dict[str, Any]]:
     return found
 
 
+def schema_files() -> dict[str, dict[str, Any]]:
+    """File name -> frozen schema, for every file shipped."""
+    return dict(_all_schemas())
+
+
+def local_registry(schemas: list[dict[str, Any]]) -> Registry[Any]:
+    """A registry of `schemas` keyed by `$id`; any other URI fails, never hits the network."""
+    reg: Registry[Any] = Registry(retrieve=_no_network)  # type: ignore[call-arg]
+    return reg.with_resources((s["$id"], DRAFT202012.create_resource(s)) for s in schemas)
+
+
 @cache
 def registry() -> Registry[Any]:
-    """A registry of every frozen schema, keyed by `$id`; unknown URIs never hit the network."""
-    reg: Registry[Any] = Registry(retrieve=_no_network)  # type: ignore[call-arg]
-    for schema in _all_schemas().values():
-        reg = reg.with_resource(schema["$id"], Resource.from_contents(schema))
-    return reg
+    return local_registry(list(_all_schemas().values()))
 
 
 def load_schema(kind: str) -> dict[str, Any]:
     return _all_schemas()[schema_file_name(kind)]
 
 
-@cache
-def validator(kind: str) -> Draft202012Validator:
-    schema = load_schema(kind)
+def make_validator(schema: dict[str, Any], reg: Registry[Any] | None = None) -> Validator:
+    """The project's validator: local registry, format checking, the two fixes above."""
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(
+    made: Validator = MailroomValidator(
         schema,
-        registry=registry(),
+        registry=registry() if reg is None else reg,
         format_checker=Draft202012Validator.FORMAT_CHECKER,
     )
+    return made
+
+
+@cache
+def validator(kind: str) -> Validator:
+    return make_validator(load_schema(kind))
+
+
+def _path_key(error: ValidationError) -> tuple[tuple[int, int, str], ...]:
+    return tuple((0, p, "") if isinstance(p, int) else (1, 0, str(p)) for p in error.absolute_path)
 
 
 def schema_errors(kind: str, document: object) -> list[str]:
     """Every validation error as `path: message`, in a stable order."""
-    errors = sorted(validator(kind).iter_errors(document), key=lambda e: list(e.absolute_path))
+    found = validator(kind).iter_errors(cast(Any, document))
+    errors = sorted(found, key=lambda e: (_path_key(e), e.message))
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}" for e in errors]

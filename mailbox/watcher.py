@@ -1,27 +1,42 @@
-"""Wait for a named response file: watchdog events first, a reconciliation scan always.
+"""Wait for files in one inbox: watchdog events first, a reconciliation scan always.
 
 Atomic writers arrive as moves, plain writers as creations; both wake the waiter. The
-waiter re-checks the directory at least every `scan_interval`, so a missed event, a
-dead observer or an overflowed event queue costs at most one interval, never a hang.
+waiter re-checks the directory at least every `scan_interval`, so a missed event costs
+at most one interval. An observer that cannot start, whose threads die, or whose kernel
+event queue overflows is detected: the watcher records why, stops it, and falls back
+to scanning every `FALLBACK_SCAN_INTERVAL`. It never hangs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, TypeVar
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
+from watchdog.observers.inotify import InotifyEmitter
+from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
 from watchdog.observers.polling import PollingObserver
 
 WatchMode = Literal["inotify", "polling"]
 DEFAULT_SCAN_INTERVAL = 0.25
 POLLING_INTERVAL = 0.05
+FALLBACK_SCAN_INTERVAL = 0.05
+WAKE_EVENTS = frozenset({"created", "moved"})
+T = TypeVar("T")
+
+
+class FallbackReason(StrEnum):
+    START_FAILED = "observer_start_failed"
+    OBSERVER_DIED = "observer_died"
+    QUEUE_OVERFLOW = "event_queue_overflow"
 
 
 class _Wakeup(FileSystemEventHandler):
@@ -29,8 +44,49 @@ class _Wakeup(FileSystemEventHandler):
         self._event = event
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in ("created", "moved", "modified", "closed"):
+        if event.event_type in WAKE_EVENTS:
             self._event.set()
+
+
+class _OverflowAwareInotifyFD(InotifyFD):
+    """watchdog's inotify reader, reporting a kernel queue overflow (events were lost)."""
+
+    def __init__(self, on_overflow: Callable[[], None]) -> None:
+        super().__init__()
+        self._on_overflow = on_overflow
+
+    def handle_event(self, event: InotifyEvent) -> None:
+        if event.is_queue_overflow:
+            self._on_overflow()
+        super().handle_event(event)
+
+
+class InotifyObserver(BaseObserver):
+    """watchdog's inotify observer with its own reader thread, which it exposes."""
+
+    def __init__(self, on_overflow: Callable[[], None]) -> None:
+        self.inotify_fd = _OverflowAwareInotifyFD(on_overflow)
+        self.inotify_fd.start()
+        super().__init__(InotifyEmitter, inotify_fd=self.inotify_fd)
+
+    def on_thread_stop(self) -> None:
+        super().on_thread_stop()
+        self.inotify_fd.stop()
+        if self.inotify_fd.is_alive() and self.inotify_fd is not threading.current_thread():
+            self.inotify_fd.join(timeout=2.0)
+
+
+def _threads_alive(observer: BaseObserver) -> bool:
+    if not observer.is_alive() or not all(e.is_alive() for e in observer.emitters):
+        return False
+    return not isinstance(observer, InotifyObserver) or observer.inotify_fd.is_alive()
+
+
+def _stop(observer: BaseObserver) -> None:
+    with contextlib.suppress(Exception):
+        observer.stop()
+    if observer.is_alive() and observer is not threading.current_thread():
+        observer.join(timeout=2.0)
 
 
 class InboxWatcher:
@@ -45,29 +101,51 @@ class InboxWatcher:
         self.inbox = inbox
         self.mode: WatchMode = mode
         self.scan_interval = scan_interval
-        self.fell_back = False
+        self.fallback_reason: FallbackReason | None = None
+        self.fallback_detail: str | None = None
         self._event = threading.Event()
+        self._overflowed = threading.Event()
         self._observer: BaseObserver | None = None
 
+    @property
+    def fell_back(self) -> bool:
+        return self.fallback_reason is not None
+
+    @property
+    def observer(self) -> BaseObserver | None:
+        return self._observer
+
+    def _note_overflow(self) -> None:
+        # Called on watchdog's reader thread: flag it, the waiter does the rest.
+        self._overflowed.set()
+        self._event.set()
+
+    def _new_observer(self) -> BaseObserver:
+        if self.mode == "polling":
+            return PollingObserver(timeout=POLLING_INTERVAL)
+        return InotifyObserver(self._note_overflow)
+
+    def _fall_back(self, reason: FallbackReason, detail: str) -> None:
+        if self.fallback_reason is None:
+            self.fallback_reason, self.fallback_detail = reason, detail[:500]
+
     def start(self) -> None:
-        observer: BaseObserver = (
-            PollingObserver(timeout=POLLING_INTERVAL) if self.mode == "polling" else Observer()
-        )
-        observer.schedule(_Wakeup(self._event), str(self.inbox), recursive=False)
+        observer: BaseObserver | None = None
         try:
+            observer = self._new_observer()
+            observer.schedule(_Wakeup(self._event), str(self.inbox), recursive=False)
             observer.start()
-        except OSError:
-            # inotify unavailable (limits, exotic filesystem): the scan still finds files.
-            self.fell_back = True
+        except Exception as exc:  # any failure to watch: the scan still finds files
+            self._fall_back(FallbackReason.START_FAILED, f"{type(exc).__name__}: {exc}")
+            if observer is not None:
+                _stop(observer)
             return
         self._observer = observer
 
     def stop(self) -> None:
         observer, self._observer = self._observer, None
         if observer is not None:
-            observer.stop()
-            if observer.is_alive():
-                observer.join(timeout=2.0)
+            _stop(observer)
 
     def __enter__(self) -> InboxWatcher:
         self.start()
@@ -81,22 +159,39 @@ class InboxWatcher:
     ) -> None:
         self.stop()
 
-    @property
-    def observer_alive(self) -> bool:
-        return self._observer is not None and self._observer.is_alive()
+    def _check_observer(self) -> None:
+        observer = self._observer
+        if observer is None:
+            return
+        if self._overflowed.is_set():
+            self._fall_back(FallbackReason.QUEUE_OVERFLOW, "the kernel dropped inotify events")
+        elif not _threads_alive(observer):
+            self._fall_back(FallbackReason.OBSERVER_DIED, "an observer thread is no longer alive")
+        else:
+            return
+        self._observer = None
+        _stop(observer)
 
-    def wait_for(self, name: str, timeout: float) -> bool:
-        """True once `inbox/name` exists (any file type); False when `timeout` passes."""
-        target = self.inbox / name
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        """The first non-None result of `check`, or None once `timeout` passes.
+
+        `check` runs at once, after every wake-up and at least every scan interval.
+        """
         deadline = time.monotonic() + timeout
         while True:
             # Clear before looking, so an event between the look and the wait is kept.
             self._event.clear()
-            if os.path.lexists(target):
-                return True
+            self._check_observer()
+            found = check()
+            if found is not None:
+                return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return False
-            if not self.observer_alive and not self.fell_back:
-                self.fell_back = True
-            self._event.wait(min(remaining, self.scan_interval))
+                return None
+            interval = FALLBACK_SCAN_INTERVAL if self.fell_back else self.scan_interval
+            self._event.wait(min(remaining, interval))
+
+    def wait_for(self, name: str, timeout: float) -> bool:
+        """True once `inbox/name` exists (any file type); False when `timeout` passes."""
+        target = self.inbox / name
+        return self.wait_until(lambda: True if os.path.lexists(target) else None, timeout) is True

@@ -1,71 +1,78 @@
-"""The file-mailbox transport: publish observations, watch, claim and parse responses."""
+"""The file-mailbox transport: publish observations, then receive, claim and parse responses."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
-from mailroom.mailbox.claim import claim_response
 from mailroom.mailbox.endpoint import Endpoint
-from mailroom.mailbox.messages import Closed, ImageRef, Observation, Proprio, to_document
-from mailroom.mailbox.parser import (
-    ActionLimits,
-    Invalid,
-    ProtocolError,
-    parse_response,
-)
+from mailroom.mailbox.messages import Closed, to_document
+from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
 from mailroom.mailbox.publish import canonical_json, publish_bytes
-from mailroom.mailbox.watcher import InboxWatcher, WatchMode
+from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence, StrayResponse
+from mailroom.mailbox.watcher import DEFAULT_SCAN_INTERVAL, InboxWatcher, WatchMode
 
 from .evidence import EpisodeEvidence
 from .hashing import sha256_bytes
-from .libero_adapter import Capture
+from .observation import build_observation
 from .png import encode_png
+from .timing import CLOCK
 from .transport import DecisionOutcome, Delivery, TimedOut
 
+T = TypeVar("T")
 
-def observation_document(delivery: Delivery, endpoint: Endpoint) -> Observation:
-    capture = delivery.capture
-    images = {
-        camera: ImageRef(
-            file=endpoint.relative(endpoint.image_file(delivery.sequence, camera)),
-            width=int(image.shape[1]),
-            height=int(image.shape[0]),
-        )
-        for camera, image in capture.images.items()
+if TYPE_CHECKING:
+    from .libero_adapter import Capture
+
+
+def _stray_fields(stray: StrayResponse) -> dict[str, object]:
+    return {
+        "stray_kind": stray.kind,
+        "name": stray.name,
+        "stray_sequence": stray.sequence,
+        "bytes": stray.size,
+        "sha256": stray.sha256,
+        "claim_error": None if stray.claim_error is None else stray.claim_error.value,
     }
-    proprio = None
-    if capture.joint_pos is not None and capture.gripper_qpos is not None:
-        proprio = Proprio(
-            joint_pos=list(capture.joint_pos), gripper_qpos=list(capture.gripper_qpos)
-        )
-    return Observation(
-        request_id=delivery.request_id,
-        sequence=delivery.sequence,
-        response_file=endpoint.relative(endpoint.response_file(delivery.sequence)),
-        instruction=delivery.instruction,
-        images=images,
-        proprio=proprio,
-        action_spec=delivery.action_spec,
-        counters=delivery.counters,
-        feedback=delivery.feedback,
-    )
+
+
+class _TimedWatcher(InboxWatcher):
+    """Notes when a wait ended, so the benchmark can split detection from claiming."""
+
+    ended_at = 0.0
+
+    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        found = super().wait_until(check, timeout)
+        self.ended_at = time.perf_counter()
+        return found
 
 
 class MailboxTransport:
     def __init__(
-        self, endpoint: Endpoint, evidence: EpisodeEvidence, watch_mode: WatchMode = "inotify"
+        self,
+        endpoint: Endpoint,
+        evidence: EpisodeEvidence,
+        watch_mode: WatchMode = "inotify",
+        scan_interval: float = DEFAULT_SCAN_INTERVAL,
+        keep_images: bool = True,
     ) -> None:
         self.endpoint = endpoint
         self.evidence = evidence
-        self.watcher = InboxWatcher(endpoint.inbox, mode=watch_mode)
+        self.keep_images = keep_images
+        self.watcher = _TimedWatcher(endpoint.inbox, mode=watch_mode, scan_interval=scan_interval)
+        self.receiver = ResponseReceiver(endpoint, evidence.directory / "responses", self.watcher)
         self.watcher.start()
         self._encoded: tuple[Capture, dict[str, bytes]] | None = None
+        self._fallback_recorded = False
         self.published_at: dict[int, float] = {}
 
     def _png(self, capture: Capture) -> dict[str, bytes]:
         # A re-delivered capture (after a rejection) is the same object: encode it once.
         if self._encoded is None or self._encoded[0] is not capture:
-            self._encoded = (capture, {c: encode_png(img) for c, img in capture.images.items()})
+            with CLOCK.phase("encode"):
+                encoded = {c: encode_png(img) for c, img in capture.images.items()}
+            self._encoded = (capture, encoded)
         return self._encoded[1]
 
     def deliver(self, delivery: Delivery) -> None:
@@ -73,13 +80,16 @@ class MailboxTransport:
         image_hashes: dict[str, str] = {}
         for camera, data in pngs.items():
             path = self.endpoint.image_file(delivery.sequence, camera)
-            publish_bytes(path, data)
-            self.evidence.keep_observation_file(path.name, data)
+            with CLOCK.phase("publish"):
+                publish_bytes(path, data)
+            if self.keep_images:
+                self.evidence.keep_observation_file(path.name, data)
             image_hashes[camera] = sha256_bytes(data)
-        document = to_document(observation_document(delivery, self.endpoint))
+        document = to_document(build_observation(delivery, self.endpoint))
         body = canonical_json(document)
         path = self.endpoint.observation_file(delivery.sequence)
-        publish_bytes(path, body)
+        with CLOCK.phase("publish"):
+            publish_bytes(path, body)
         self.published_at[delivery.sequence] = time.monotonic()
         self.evidence.keep_observation_file(path.name, body)
         self.evidence.event(
@@ -90,28 +100,31 @@ class MailboxTransport:
             feedback=document["feedback"],
         )
 
-    def await_decision(
-        self, delivery: Delivery, limits: ActionLimits, timeout_s: float
-    ) -> DecisionOutcome:
-        name = self.endpoint.response_name(delivery.sequence)
-        started = time.monotonic()
-        if not self.watcher.wait_for(name, timeout_s):
-            return TimedOut(waited_s=time.monotonic() - started)
-        claimed = claim_response(
-            self.endpoint.inbox / name, self.evidence.response_path(delivery.sequence)
-        )
-        if isinstance(claimed, ProtocolError):
+    def _record_fallback(self) -> None:
+        reason = self.watcher.fallback_reason
+        if reason is not None and not self._fallback_recorded:
+            self._fallback_recorded = True
+            self.evidence.event(
+                "watcher_fell_back", reason=reason.value, detail=self.watcher.fallback_detail
+            )
+
+    def _record(self, sequence: int, received: Reception) -> None:
+        outcome = received.outcome
+        if received.stray is not None:
+            self.evidence.event(
+                "stray_response", sequence=sequence, **_stray_fields(received.stray)
+            )
+        if received.claimed is None:
+            assert isinstance(outcome, ProtocolError)
             self.evidence.event(
                 "response_rejected",
-                sequence=delivery.sequence,
-                outcome="protocol_error",
-                reason=claimed.reason.value,
-                message=claimed.message,
+                sequence=sequence,
+                name=received.name,
+                outcome=outcome.kind,
+                reason=outcome.reason.value,
+                message=outcome.message,
             )
-            return claimed
-        outcome = parse_response(
-            claimed.data, expected_request_id=delivery.request_id, limits=limits
-        )
+            return
         detail: dict[str, object] = {"outcome": outcome.kind}
         if isinstance(outcome, Invalid):
             detail["reasons"] = [i.code for i in outcome.issues]
@@ -120,19 +133,44 @@ class MailboxTransport:
         else:
             detail["decision"] = outcome.decision
             detail["chunk_length"] = len(outcome.actions)
+        data = received.claimed.data
         self.evidence.event(
             "response_claimed",
-            sequence=delivery.sequence,
-            bytes=len(claimed.data),
-            sha256=sha256_bytes(claimed.data),
+            sequence=sequence,
+            bytes=len(data),
+            sha256=sha256_bytes(data),
             **detail,
         )
-        return outcome
+
+    def await_decision(
+        self, delivery: Delivery, limits: ActionLimits, timeout_s: float
+    ) -> DecisionOutcome:
+        received = self.receiver.receive(delivery.sequence, delivery.request_id, limits, timeout_s)
+        self._record_fallback()
+        if isinstance(received, Silence):
+            return TimedOut(waited_s=received.waited_s)
+        CLOCK.mark("response_detected_at", self.watcher.ended_at)
+        CLOCK.mark("claim_parse", time.perf_counter() - self.watcher.ended_at)
+        self._record(delivery.sequence, received)
+        return received.outcome
+
+    def sweep_late(self) -> int:
+        """Take responses that arrived after the close as evidence; they change nothing.
+
+        `close` sweeps once; call it again after the actor has stopped, before the
+        evidence is closed.
+        """
+        late = self.receiver.sweep_late()
+        for stray in late:
+            self.evidence.event("late_response", **_stray_fields(stray))
+        return len(late)
 
     def close(self, last_sequence: int) -> None:
         try:
             body = canonical_json(to_document(Closed(last_sequence=last_sequence)))
             publish_bytes(self.endpoint.closed_file, body)
             self.evidence.event("closed_published", last_sequence=last_sequence)
+            self.sweep_late()
         finally:
             self.watcher.stop()
+            self._record_fallback()

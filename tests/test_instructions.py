@@ -1,0 +1,152 @@
+"""The actor instructions: every example passes the frozen contract; only two placeholders."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from mailroom.mailbox.feedback import MAX_FEEDBACK_ISSUES
+from mailroom.mailbox.messages import Closed, Feedback, Observation, from_json
+from mailroom.mailbox.parser import (
+    MAX_DEPTH,
+    MAX_NOTE_CHARS,
+    MAX_RESPONSE_BYTES,
+    Accepted,
+    ActionLimits,
+    InvalidReason,
+    ProtocolReason,
+    parse_response,
+)
+from mailroom.mailbox.schemas import load_schema, make_validator, schema_errors
+from mailroom.orchestrator.instructions import (
+    PLACEHOLDERS,
+    render_instructions,
+    template_fields,
+)
+from mailroom.orchestrator.paths import actor_instructions_template
+
+TEMPLATE = actor_instructions_template()
+
+
+def examples(text: str) -> list[str]:
+    """Every example document: a block of lines indented by four spaces, opening with '{'."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("    ") and current is not None:
+            current.append(line)
+        elif line.startswith("    {"):
+            current = [line]
+            blocks.append(current)
+        else:
+            current = None
+    return ["\n".join(block) for block in blocks]
+
+
+def _by_kind() -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for block in examples(TEMPLATE):
+        doc = json.loads(block)
+        if "rejected_sequence" in doc:
+            kind = "feedback"
+        elif doc.get("schema") == "mailroom.response/v1":
+            kind = f"response-{doc['decision']}"
+        else:
+            kind = doc["schema"]
+        kinds.setdefault(kind, []).append(doc)
+    return kinds
+
+
+EXAMPLES = _by_kind()
+[OBSERVATION] = EXAMPLES["mailroom.observation/v1"]
+
+
+def test_the_instructions_show_each_kind_of_document() -> None:
+    assert set(EXAMPLES) == {
+        "mailroom.observation/v1",
+        "response-act",
+        "response-stop",
+        "feedback",
+        "mailroom.closed/v1",
+    }
+
+
+def test_the_example_observation_is_a_valid_observation() -> None:
+    assert schema_errors("mailroom.observation/v1", OBSERVATION) == []
+    from_json(Observation, json.dumps(OBSERVATION))
+
+
+@pytest.mark.parametrize("kind", ["response-act", "response-stop"])
+def test_every_example_response_passes_the_frozen_parser(kind: str) -> None:
+    spec = OBSERVATION["action_spec"]
+    for doc in EXAMPLES[kind]:
+        # As an actor would write it: the example's own bytes, answering the example.
+        data = json.dumps(doc).encode("utf-8")
+        outcome = parse_response(
+            data,
+            expected_request_id=OBSERVATION["request_id"],
+            limits=ActionLimits(max_chunk=spec["max_chunk"]),
+        )
+        assert isinstance(outcome, Accepted), outcome
+        assert outcome.decision == kind.removeprefix("response-")
+        assert len(outcome.actions) <= spec["replan_interval"]
+
+
+def test_the_example_feedback_and_closing_notice_are_valid() -> None:
+    [feedback] = EXAMPLES["feedback"]
+    from_json(Feedback, json.dumps(feedback))
+    by_ref = {"$ref": f"{load_schema('mailroom.observation/v1')['$id']}#/$defs/feedback"}
+    assert list(make_validator(by_ref).iter_errors(feedback)) == []
+    [closed] = EXAMPLES["mailroom.closed/v1"]
+    assert schema_errors("mailroom.closed/v1", closed) == []
+    from_json(Closed, json.dumps(closed))
+
+
+def test_the_stated_limits_are_the_parsers() -> None:
+    flat = " ".join(TEMPLATE.split())
+    for stated in (
+        f"at most {MAX_DEPTH} levels of nesting",
+        f"at most {MAX_RESPONSE_BYTES} bytes",
+        f"at most {MAX_NOTE_CHARS} characters",
+        f"At most {MAX_FEEDBACK_ISSUES} issues",
+    ):
+        assert stated in flat
+
+
+def test_every_reason_code_is_explained() -> None:
+    words = set(re.findall(r"[a-z_]+", TEMPLATE))
+    assert {c.value for c in InvalidReason} <= words
+    # wrong_file_name is check-response's alone: the loop ignores other names.
+    assert {c.value for c in ProtocolReason} - {"wrong_file_name"} <= words
+
+
+def test_only_the_host_and_endpoint_placeholders() -> None:
+    assert template_fields(TEMPLATE) == PLACEHOLDERS == {"host", "endpoint"}
+
+
+def test_rendering_substitutes_exactly_the_two_placeholders() -> None:
+    endpoint, host = "/mb/0123456789abcdef0123456789abcdef", "box-7 (local file mailbox)"
+    rendered = render_instructions(endpoint, host=host)
+    expected = TEMPLATE.replace("{endpoint}", "\0E").replace("{host}", "\0H")
+    assert rendered == expected.replace("\0E", endpoint).replace("\0H", host)
+    assert "{endpoint}" not in rendered and "{host}" not in rendered
+    # Everything else, the JSON examples' braces included, comes through untouched.
+    assert examples(rendered) == examples(TEMPLATE)
+
+
+def test_substituted_values_are_never_substituted_again() -> None:
+    rendered = render_instructions("{host}", host="{endpoint}", template="a {endpoint} b {host}")
+    assert rendered == "a {host} b {endpoint}"
+
+
+def test_a_template_with_any_other_placeholder_is_refused() -> None:
+    with pytest.raises(ValueError, match="suite"):
+        render_instructions("/e", host="h", template="{endpoint} {suite}")
+
+
+def test_the_instructions_name_nothing_of_the_case() -> None:
+    text = TEMPLATE.lower()
+    for word in ("libero", "suite", "seed", "bddl", "init_state", "robosuite", "task_index"):
+        assert word not in text

@@ -1,0 +1,116 @@
+"""The exactly-once claim: out of the inbox into private evidence, by link and unlink."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from mailroom.mailbox.claim import Claimed, claim_response, read_response_copy
+from mailroom.mailbox.parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
+from test_mailbox_cases import write_atomically
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    inbox, private = tmp_path / "inbox", tmp_path / "private"
+    inbox.mkdir()
+    return inbox, private
+
+
+def test_a_claim_moves_the_file_itself_and_reads_it(dirs: tuple[Path, Path]) -> None:
+    inbox, private = dirs
+    source = inbox / "resp-1.json"
+    write_atomically(source, b'{"a": 1}')
+    inode = source.stat().st_ino
+    claimed = claim_response(source, private / "resp-1.json")
+    assert isinstance(claimed, Claimed) and claimed.data == b'{"a": 1}'
+    assert not source.exists()
+    kept = private / "resp-1.json"
+    assert kept.stat().st_ino == inode and kept.stat().st_nlink == 1
+
+
+def test_a_name_is_claimed_once_only(dirs: tuple[Path, Path]) -> None:
+    inbox, private = dirs
+    source, kept = inbox / "resp-1.json", private / "resp-1.json"
+    write_atomically(source, b"first")
+    assert isinstance(claim_response(source, kept), Claimed)
+    write_atomically(source, b"second")
+    again = claim_response(source, kept)
+    assert isinstance(again, ProtocolError)
+    assert again.reason is ProtocolReason.DUPLICATE_RESPONSE
+    # Never a second decision: the first evidence stands, the second file is not taken.
+    assert kept.read_bytes() == b"first" and source.read_bytes() == b"second"
+
+
+def test_the_claim_never_renames(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A rename out of a watched directory stalls watchdog's inotify events for 0.5 s.
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the claim must move by link and unlink, not rename")
+
+    inbox, private = dirs
+    write_atomically(inbox / "resp-1.json", b"{}")
+    monkeypatch.setattr(os, "rename", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
+    assert isinstance(claim_response(inbox / "resp-1.json", private / "resp-1.json"), Claimed)
+
+
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.EPERM])
+def test_where_links_are_refused_a_private_copy_is_kept(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    def no_link(*args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    inbox, private = dirs
+    source, kept = inbox / "resp-1.json", private / "resp-1.json"
+    write_atomically(source, b"copied")
+    monkeypatch.setattr(os, "link", no_link)
+    claimed = claim_response(source, kept)
+    assert isinstance(claimed, Claimed) and claimed.data == b"copied"
+    assert kept.read_bytes() == b"copied" and not source.exists()
+    write_atomically(source, b"again")
+    again = claim_response(source, kept)
+    assert isinstance(again, ProtocolError)
+    assert again.reason is ProtocolReason.DUPLICATE_RESPONSE
+
+
+def test_a_file_replaced_during_the_claim_stays_in_the_inbox(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox, private = dirs
+    source, kept = inbox / "resp-1.json", private / "resp-1.json"
+    write_atomically(source, b"taken")
+    real_link = os.link
+
+    def link_then_replace(src: Path, dst: Path, **kwargs: bool) -> None:
+        real_link(src, dst, **kwargs)
+        write_atomically(source, b"written meanwhile")  # the actor, between link and unlink
+
+    monkeypatch.setattr(os, "link", link_then_replace)
+    claimed = claim_response(source, kept)
+    assert isinstance(claimed, Claimed) and claimed.data == b"taken"
+    assert source.read_bytes() == b"written meanwhile"  # left for the duplicate check
+
+
+def test_reads_stop_one_byte_past_the_cap(dirs: tuple[Path, Path]) -> None:
+    inbox, private = dirs
+    write_atomically(inbox / "resp-1.json", b"x" * (4 * MAX_RESPONSE_BYTES))
+    claimed = claim_response(inbox / "resp-1.json", private / "resp-1.json")
+    assert isinstance(claimed, Claimed) and len(claimed.data) == MAX_RESPONSE_BYTES + 1
+    assert (private / "resp-1.json").stat().st_size == 4 * MAX_RESPONSE_BYTES
+
+
+def test_a_vanished_file_is_unreadable(dirs: tuple[Path, Path]) -> None:
+    inbox, private = dirs
+    gone = claim_response(inbox / "resp-1.json", private / "resp-1.json")
+    assert isinstance(gone, ProtocolError) and gone.reason is ProtocolReason.UNREADABLE
+    assert str(private) not in gone.message  # no private path in any message
+
+
+def test_an_offline_read_leaves_the_file(dirs: tuple[Path, Path]) -> None:
+    inbox, _ = dirs
+    write_atomically(inbox / "resp-1.json", b"{}")
+    assert read_response_copy(inbox / "resp-1.json") == b"{}"
+    assert (inbox / "resp-1.json").exists()

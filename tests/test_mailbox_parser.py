@@ -1,0 +1,159 @@
+"""The frozen parser as a pure function: total, deterministic, and in step with the schema."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from mailroom.mailbox.parser import (
+    MAX_DEPTH,
+    Accepted,
+    ActionLimits,
+    Invalid,
+    ProtocolError,
+    decode_document,
+    parse_response,
+    validate_actions,
+)
+from mailroom.mailbox.schemas import schema_errors
+from test_mailbox_cases import (
+    CASES,
+    LIMITS,
+    OTHER_REQUEST_ID,
+    REQUEST_ID,
+    VALID,
+    encode,
+    response,
+    verdict,
+)
+
+FILE_CASES = {c.name: c for c in CASES if c.expect[0] in ("accepted", "invalid")} | {
+    "wrong_request_id": next(c for c in CASES if c.name == "wrong_request_id")
+}
+
+
+def _bytes_of(name: str) -> bytes:
+    data = FILE_CASES[name].data
+    assert data is not None
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(FILE_CASES))
+def test_each_case_has_one_verdict_without_the_filesystem(name: str) -> None:
+    data = _bytes_of(name)
+    outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+    assert verdict(outcome) == FILE_CASES[name].expect
+    assert outcome == parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+
+
+_TOKENS = [
+    b"NaN",
+    b"-Infinity",
+    b"1e999",
+    b"\xff",
+    b"\xef\xbb\xbf",
+    b"[[[[[",
+    b"]",
+    b"}",
+    b'"',
+    b"\\ud800",
+    b"null",
+    b"true",
+    b"10" * 40,
+    b",",
+    b":",
+    b"\x00",
+    b'"decision"',
+]
+
+
+def _mutations(rng: random.Random, n: int) -> list[bytes]:
+    seeds = [VALID, encode(response(decision="stop", actions=None)), b"{}", b"[]"]
+    out: list[bytes] = []
+    for _ in range(n):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(data) + 1)
+            action = rng.randrange(4)
+            if action == 0 and data:
+                data[at % len(data)] = rng.randrange(256)
+            elif action == 1:
+                data[at:at] = rng.choice(_TOKENS)
+            elif action == 2:
+                del data[at : at + rng.randint(1, 8)]
+            else:
+                data = data[:at]
+        out.append(bytes(data))
+    out.extend(bytes(rng.randrange(256) for _ in range(rng.randint(0, 64))) for _ in range(200))
+    return out
+
+
+def test_no_byte_string_escapes_as_an_exception() -> None:
+    rng = random.Random(20260907)
+    for data in _mutations(rng, 5000):
+        outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+        assert isinstance(outcome, Accepted | Invalid | ProtocolError)
+        assert outcome == parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+        if isinstance(outcome, Invalid):
+            assert outcome.issues and all(i.code for i in outcome.issues)
+
+
+def test_decoding_checks_run_in_a_fixed_order() -> None:
+    # Each pair fails two checks; the earlier one always decides.
+    assert verdict(decode_document(b"\xef\xbb\xbf\xff")) == ("invalid", ("byte_order_mark",))  # type: ignore[arg-type]
+    assert verdict(decode_document(b"[" * 20 + b"NaN")) == ("invalid", ("too_deep",))  # type: ignore[arg-type]
+    assert verdict(decode_document(b'{"a": NaN, "a": 1}')) == ("invalid", ("non_finite_literal",))  # type: ignore[arg-type]
+
+
+def test_depth_counts_containers_as_the_text_shows_them() -> None:
+    deepest_allowed = "[" * MAX_DEPTH + "]" * MAX_DEPTH
+    assert decode_document(deepest_allowed.encode()) == json.loads(deepest_allowed)
+    too_deep = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
+    assert verdict(decode_document(too_deep.encode())) == ("invalid", ("too_deep",))  # type: ignore[arg-type]
+
+
+def test_a_foreign_request_id_is_terminal_whatever_else_is_wrong() -> None:
+    data = encode(response(request_id=OTHER_REQUEST_ID, actions=[[9] * 3], extra=1))
+    outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+    assert verdict(outcome) == ("protocol_error", ("request_id_mismatch",))
+
+
+def test_accepted_actions_are_floats_exactly_as_sent() -> None:
+    data = encode(response(actions=[[1, -1, 0, 0.5, -0.25, 0, 1]], note="n"))
+    outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+    assert outcome == Accepted("act", ((1.0, -1.0, 0.0, 0.5, -0.25, 0.0, 1.0),), note="n")
+    assert all(type(x) is float for x in outcome.actions[0])
+
+
+def test_the_shared_action_validator_reports_every_value() -> None:
+    issues = validate_actions([[2, "a", None, float("inf"), 0, 0]], ActionLimits(max_chunk=1))
+    assert [i.code for i in issues] == [
+        "wrong_vector_length",
+        "out_of_bounds",
+        "non_numeric_value",
+        "non_numeric_value",
+        "non_finite_value",
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(FILE_CASES))
+def test_the_frozen_schema_agrees_with_the_hand_checks(name: str) -> None:
+    """Wherever the document decodes to an object, schema and parser agree on validity.
+
+    The parser is stricter in two declared ways only: the run's chunk limit (the schema
+    allows up to 64) and the awaited request id.
+    """
+    data = _bytes_of(name)
+    value = decode_document(data)
+    if not isinstance(value, dict):
+        return
+    outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+    schema_ok = schema_errors("mailroom.response/v1", value) == []
+    if verdict(outcome) == ("invalid", ("chunk_too_long",)):
+        actions = value["actions"]
+        assert isinstance(actions, list) and schema_ok == (len(actions) <= 64), name
+    elif verdict(outcome) == ("protocol_error", ("request_id_mismatch",)):
+        assert schema_ok, name
+    else:
+        assert schema_ok == isinstance(outcome, Accepted), name

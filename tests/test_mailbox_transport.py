@@ -1,0 +1,218 @@
+"""MailboxTransport end to end on real files: decisions, strays, late files, evidence.
+
+No simulator: a capture is a few small arrays, and the actor is this test writing files.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import leaks_under
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.feedback import bounded_feedback
+from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
+from mailroom.mailbox.parser import Accepted, Invalid, ProtocolError, ProtocolReason
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.mailbox.watcher import WatchMode
+from mailroom.orchestrator.evidence import EpisodeEvidence
+from mailroom.orchestrator.libero_adapter import Capture
+from mailroom.orchestrator.mailbox_transport import MailboxTransport
+from mailroom.orchestrator.transport import Delivery, TimedOut
+from test_mailbox_cases import LIMITS, encode, write_atomically
+from watchdog.observers.inotify_c import InotifyFD
+
+CAPTURE = Capture(
+    images={"agentview": np.zeros((8, 8, 3), dtype=np.uint8)}, joint_pos=None, gripper_qpos=None
+)
+SPEC = ActionSpec(
+    layout=["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"],
+    control_hz=20,
+    replan_interval=5,
+    max_chunk=5,
+)
+PRIVATE_NAME = "run-libero_10-task0-seed20260907"
+
+
+def _delivery(sequence: int, feedback: Feedback | None = None) -> Delivery:
+    return Delivery(
+        sequence=sequence,
+        request_id=secrets.token_hex(16),
+        instruction="an instruction",
+        capture=CAPTURE,
+        action_spec=SPEC,
+        counters=PublicCounters(
+            policy_calls=sequence - 1,
+            max_policy_calls=10,
+            executed_controls=0,
+            max_controls=50,
+            rejected_responses=0,
+        ),
+        feedback=feedback,
+    )
+
+
+def _answer(endpoint: Endpoint, name: str, build: Any) -> threading.Thread:
+    """The actor: reads the newest observation, then writes `build(observation)` as `name`."""
+
+    def run() -> None:
+        time.sleep(0.02)
+        newest = max(endpoint.outbox.glob("obs-*.json"), key=lambda p: p.stat().st_mtime_ns)
+        observation = json.loads(newest.read_text())
+        write_atomically(endpoint.inbox / name, encode(build(observation)))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _act(observation: dict[str, Any], value: float = 0.1) -> dict[str, Any]:
+    return {
+        "schema": "mailroom.response/v1",
+        "request_id": observation["request_id"],
+        "decision": "act",
+        "actions": [[value, 0, 0, 0, 0, 0, -1]],
+    }
+
+
+def _events(evidence: EpisodeEvidence) -> list[dict[str, Any]]:
+    lines = (evidence.directory / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Endpoint, EpisodeEvidence]]:
+    endpoint = create_endpoint(tmp_path / "mailbox")
+    evidence = EpisodeEvidence(tmp_path / PRIVATE_NAME / "episodes" / "a-1")
+    yield endpoint, evidence
+    evidence.close()
+
+
+@pytest.mark.parametrize("mode", ["inotify", "polling"])
+def test_an_exchange_with_every_kind_of_outcome(
+    setup: tuple[Endpoint, EpisodeEvidence], mode: WatchMode, tmp_path: Path
+) -> None:
+    endpoint, evidence = setup
+    transport = MailboxTransport(endpoint, evidence, watch_mode=mode)
+
+    first = _delivery(1)
+    transport.deliver(first)
+    _answer(endpoint, "resp-1.json", _act).join()
+    outcome = transport.await_decision(first, LIMITS, 10.0)
+    assert isinstance(outcome, Accepted) and outcome.actions == ((0.1, 0, 0, 0, 0, 0, -1),)
+
+    second = _delivery(2)
+    transport.deliver(second)
+    writer = _answer(endpoint, "resp-2.json", lambda o: _act(o, 1.5))
+    rejected = transport.await_decision(second, LIMITS, 10.0)
+    writer.join()
+    assert isinstance(rejected, Invalid) and rejected.reason == "out_of_bounds"
+
+    third = _delivery(3, bounded_feedback(2, rejected.issues))
+    transport.deliver(third)
+    writer = _answer(endpoint, "resp-2.json", _act)  # answers under the old name again
+    duplicate = transport.await_decision(third, LIMITS, 10.0)
+    writer.join()
+    assert isinstance(duplicate, ProtocolError)
+    assert duplicate.reason is ProtocolReason.DUPLICATE_RESPONSE
+
+    write_atomically(endpoint.response_file(3), encode(_act({"request_id": third.request_id})))
+    transport.close(3)
+    write_atomically(endpoint.response_file(4), b"{}")
+    assert transport.sweep_late() == 1
+
+    kinds = [(e["event"], e.get("sequence"), e.get("outcome")) for e in _events(evidence)]
+    assert kinds == [
+        ("observation_published", 1, None),
+        ("response_claimed", 1, "accepted"),
+        ("observation_published", 2, None),
+        ("response_claimed", 2, "invalid"),
+        ("observation_published", 3, None),
+        ("stray_response", 3, None),
+        ("response_rejected", 3, "protocol_error"),
+        ("closed_published", None, None),
+        ("late_response", None, None),
+        ("late_response", None, None),
+    ]
+    events = _events(evidence)
+    assert events[3]["reasons"] == ["out_of_bounds"]
+    assert (events[5]["stray_kind"], events[5]["name"]) == ("duplicate", "resp-2.json")
+    assert events[6]["reason"] == "duplicate_response"
+    assert [(e["stray_kind"], e["name"]) for e in events[8:]] == [
+        ("late", "resp-3.json"),
+        ("late", "resp-4.json"),
+    ]
+    responses = evidence.directory / "responses"
+    assert sorted(p.name for p in responses.iterdir()) == ["resp-1.json", "resp-2.json", "strays"]
+    assert len(list((responses / "strays").iterdir())) == 3
+
+    # The actor's side holds the protocol's files and nothing else: no evidence, no
+    # temporary names, nothing that names the run.
+    ep = endpoint.root
+    assert sorted(p.name for p in endpoint.outbox.iterdir()) == [
+        "closed.json",
+        "obs-1-agentview.png",
+        "obs-1.json",
+        "obs-2-agentview.png",
+        "obs-2.json",
+        "obs-3-agentview.png",
+        "obs-3.json",
+    ]
+    assert list(endpoint.inbox.iterdir()) == [] and list(endpoint.scratch.iterdir()) == []
+    needles = [PRIVATE_NAME, "libero", "seed", "events", "strays", str(tmp_path / PRIVATE_NAME)]
+    assert leaks_under(ep.parent, needles) == []
+    obs3 = json.loads((endpoint.outbox / "obs-3.json").read_text())
+    assert schema_errors("mailroom.observation/v1", obs3) == []
+    assert obs3["feedback"]["issues"][0]["code"] == "out_of_bounds"
+
+
+def test_a_silent_actor_times_out_and_a_retry_still_gets_the_answer(
+    setup: tuple[Endpoint, EpisodeEvidence],
+) -> None:
+    endpoint, evidence = setup
+    transport = MailboxTransport(endpoint, evidence)
+    first = _delivery(1)
+    transport.deliver(first)
+    assert isinstance(transport.await_decision(first, LIMITS, 0.2), TimedOut)
+    write_atomically(endpoint.response_file(1), encode(_act({"request_id": first.request_id})))
+    assert isinstance(transport.await_decision(first, LIMITS, 10.0), Accepted)
+    transport.close(1)
+
+
+def test_a_watcher_fallback_is_recorded_and_changes_nothing_else(
+    setup: tuple[Endpoint, EpisodeEvidence], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_instance(cls: type[InotifyFD]) -> int:
+        raise OSError(errno.EMFILE, "inotify instance limit reached")
+
+    monkeypatch.setattr(InotifyFD, "_create_inotify_fd", classmethod(no_instance))
+    endpoint, evidence = setup
+    transport = MailboxTransport(endpoint, evidence, watch_mode="inotify")
+    first = _delivery(1)
+    transport.deliver(first)
+    _answer(endpoint, "resp-1.json", _act).join()
+    assert isinstance(transport.await_decision(first, LIMITS, 10.0), Accepted)
+    transport.close(1)
+    fell_back = [e for e in _events(evidence) if e["event"] == "watcher_fell_back"]
+    assert [e["reason"] for e in fell_back] == ["observer_start_failed"]
+
+
+def test_the_transport_does_not_load_the_simulator() -> None:
+    code = (
+        "import sys, mailroom.orchestrator.mailbox_transport, mailroom.mailbox.receiver\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in "
+        "('libero', 'robosuite', 'mujoco')]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ}, timeout=60)

@@ -1,0 +1,124 @@
+"""Frozen schemas stay frozen: pinned bytes, valid Draft 2020-12, local resolution only.
+
+Changing a frozen schema fails here on purpose. A new version is a new file
+(`mailroom.<kind>.v<N+1>.json` with its own `$id`), pinned below when it freezes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import urllib.request
+from typing import Any
+
+import pytest
+from conftest import REPO
+from jsonschema import Draft202012Validator
+from mailroom.mailbox.schemas import (
+    local_registry,
+    make_validator,
+    registry,
+    schema_errors,
+    schema_files,
+)
+from referencing.exceptions import Unresolvable
+
+SCHEMAS = REPO / "schemas"
+FROZEN = {
+    "mailroom.observation.v1.json": (
+        "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
+    ),
+    "mailroom.response.v1.json": (
+        "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
+    ),
+    "mailroom.closed.v1.json": "198ddf64e8f35408c0d15dae11aa5fc0c354414dd58bba270f72404278737073",
+    "mailroom.episode_result.v1.json": (
+        "38ac93dfb765e96e2e1cd0a698ea09003e813c5ecc5ed68ebe75ca09b6f8cb78"
+    ),
+}
+ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))
+
+
+@pytest.mark.parametrize("name", sorted(FROZEN))
+def test_a_frozen_schema_never_changes(name: str) -> None:
+    digest = hashlib.sha256((SCHEMAS / name).read_bytes()).hexdigest()
+    assert digest == FROZEN[name], (
+        f"{name} is frozen: publish a new version as a new file instead of editing it"
+    )
+
+
+def test_the_installed_package_ships_the_repository_schemas() -> None:
+    shipped = schema_files()
+    assert sorted(shipped) == ALL
+    for name in ALL:
+        assert shipped[name] == json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_schema_is_valid_draft_2020_12_with_a_stable_id(name: str) -> None:
+    schema: dict[str, Any] = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    kind = name.removesuffix(".json")
+    kind = kind[: kind.rindex(".")] + "/" + kind[kind.rindex(".") + 1 :]  # a.b.v1 -> a.b/v1
+    assert schema["$id"] == f"https://mailroom.invalid/schemas/{kind}"
+    assert schema["title"] == kind
+    assert schema["properties"]["schema"] == {"const": kind}
+    assert "schema" in schema["required"]
+
+
+def test_ids_are_unique_and_all_in_the_local_registry() -> None:
+    ids = [s["$id"] for s in schema_files().values()]
+    assert len(ids) == len(set(ids))
+    for uri in ids:
+        assert registry().get_or_retrieve(uri).value.contents["$id"] == uri
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("schema validation tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+
+
+def test_an_unknown_remote_ref_fails_without_the_network(no_network: None) -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://mailroom.invalid/schemas/test.remote/v1",
+        "$ref": "https://example.com/schemas/anything.json",
+    }
+    with pytest.raises(Unresolvable):
+        make_validator(schema, local_registry([schema])).validate({})
+    with pytest.raises(Unresolvable):
+        make_validator(schema).validate({})
+
+
+def test_refs_between_frozen_schemas_resolve_locally(no_network: None) -> None:
+    by_ref = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$ref": "https://mailroom.invalid/schemas/mailroom.response/v1",
+    }
+    validator = make_validator(by_ref)
+    stop = {"schema": "mailroom.response/v1", "request_id": "0" * 32, "decision": "stop"}
+    assert list(validator.iter_errors(stop)) == []
+    assert list(validator.iter_errors({**stop, "decision": "jump"})) != []
+
+
+def test_format_checking_is_on(no_network: None) -> None:
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "format": "date-time"}
+    validator = make_validator(schema, local_registry([]))
+    assert list(validator.iter_errors("2026-09-07T12:00:00Z")) == []
+    assert list(validator.iter_errors("yesterday")) != []
+
+
+def test_patterns_anchor_at_the_very_end_and_integers_are_integer_literals() -> None:
+    stop = {"schema": "mailroom.response/v1", "request_id": "0" * 32, "decision": "stop"}
+    assert schema_errors("mailroom.response/v1", stop) == []
+    assert schema_errors("mailroom.response/v1", {**stop, "request_id": "0" * 32 + "\n"}) != []
+    closed = {"schema": "mailroom.closed/v1", "last_sequence": 3}
+    assert schema_errors("mailroom.closed/v1", closed) == []
+    assert schema_errors("mailroom.closed/v1", {**closed, "last_sequence": 3.0}) != []
+    assert schema_errors("mailroom.closed/v1", {**closed, "last_sequence": True}) != []
