@@ -35,7 +35,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
-	$(BIN)/mypy tests AgentPolicies
+	$(BIN)/mypy tests AgentPolicies bench
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest

@@ -17,6 +17,7 @@ from .results import EpisodeResult
 
 RESULT_FILE = "result.json"
 EVENTS_FILE = "events.jsonl"
+STEPS_FILE = "steps.jsonl"
 
 
 class EpisodeEvidence:
@@ -26,11 +27,16 @@ class EpisodeEvidence:
         (self.directory / "observations").mkdir(exist_ok=True)
         (self.directory / "responses").mkdir(exist_ok=True)
         self._events = (self.directory / EVENTS_FILE).open("a", encoding="utf-8")
+        self._steps = (self.directory / STEPS_FILE).open("a", encoding="utf-8")
 
     def event(self, kind: str, **fields: Any) -> None:
         record = {"t": round(time.time(), 6), "event": kind, **fields}
         self._events.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         self._events.flush()
+
+    def step(self, record: dict[str, Any]) -> None:
+        """One executed control (LeRobot-style step row), appended as it happens."""
+        self._steps.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
 
     def response_path(self, sequence: int) -> Path:
         return self.directory / "responses" / f"resp-{sequence}.json"
@@ -45,5 +51,6 @@ class EpisodeEvidence:
         publish_json(self.directory / RESULT_FILE, result.document())
 
     def close(self) -> None:
-        if not self._events.closed:
-            self._events.close()
+        for log in (self._events, self._steps):
+            if not log.closed:
+                log.close()

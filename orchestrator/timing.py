@@ -1,0 +1,56 @@
+"""Phase timing for the benchmark: off by default, near-free when off.
+
+A decision cycle runs from a claimed response to the next published observation;
+phases timed inside it are summed per cycle, so medians are per decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+
+class PhaseClock:
+    def __init__(self) -> None:
+        self.reset(enabled=False)
+
+    def reset(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.cycles: list[dict[str, float]] = []
+        self._open: dict[str, float] | None = None
+        self._opened_at = 0.0
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        if not self.enabled:
+            yield
+            return
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.samples[name].append(elapsed)
+            if self._open is not None:
+                self._open[name] = self._open.get(name, 0.0) + elapsed
+
+    def mark(self, name: str, value: float) -> None:
+        if self.enabled:
+            self.samples[name].append(value)
+
+    def begin_cycle(self) -> None:
+        if self.enabled:
+            self._open = {}
+            self._opened_at = time.perf_counter()
+
+    def end_cycle(self) -> None:
+        if self.enabled and self._open is not None:
+            self._open["cycle"] = time.perf_counter() - self._opened_at
+            self.cycles.append(self._open)
+            self._open = None
+
+
+CLOCK = PhaseClock()
