@@ -9,6 +9,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from .lifetime import die_with_parent
+
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -20,15 +22,18 @@ def scrubbed_environment(home: Path) -> dict[str, str]:
 class ActorProcess:
     def __init__(self, argv: Sequence[str], *, instructions: str, workdir: Path) -> None:
         self.argv = list(argv)
+        self.env = scrubbed_environment(workdir)
+        self.workdir = workdir
         self._proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=workdir,
-            env=scrubbed_environment(workdir),
+            env=self.env,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=die_with_parent,
         )
         assert self._proc.stdin is not None
         try:
@@ -37,8 +42,8 @@ class ActorProcess:
         except BrokenPipeError:
             pass  # an actor that exits at once is judged by what it wrote, not here
 
-    def __repr__(self) -> str:
-        return f"ActorProcess(pid={self._proc.pid}, argv={self.argv!r})"
+    def description(self) -> dict[str, object]:
+        return {"pid": self._proc.pid, "argv": self.argv, "env": self.env, "cwd": str(self.workdir)}
 
     @property
     def pid(self) -> int:
@@ -46,6 +51,9 @@ class ActorProcess:
 
     def poll(self) -> int | None:
         return self._proc.poll()
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
 
     def stop(self, grace_s: float = 2.0) -> int:
         """End the actor's whole process group; returns its exit status."""

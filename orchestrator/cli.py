@@ -130,12 +130,24 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
 
 
 def _register() -> None:
-    from .cli_catalog import catalog, plan
+    from .cli_catalog import register as register_catalog
     from .cli_check import check_response
 
     main.add_command(check_response)
-    main.add_command(catalog)
-    main.add_command(plan)
+
+    from .cli_launch import launch, report, resume, status
+
+    for command in (launch, resume, status, report):
+        main.add_command(command)
+    register_catalog(main)
+
+    from .cli_audit import register as register_audit
+
+    register_audit(main)
+
+    from .cli_export import export
+
+    main.add_command(export)
 
 
 _register()

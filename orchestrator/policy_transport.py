@@ -68,7 +68,7 @@ class PolicyTransport:
             answer = self.policy.act(self._pending)
             data = json.dumps(answer, allow_nan=True).encode("utf-8")
         except Exception as exc:  # a policy bug is the policy's error, typed and kept
-            return PolicyFailed(f"{type(exc).__name__}: {exc}"[:2000])
+            return PolicyFailed("policy_exception", f"{type(exc).__name__}: {exc}"[:2000])
         self.evidence.response_path(delivery.sequence).write_bytes(data)
         outcome = parse_response(data, expected_request_id=delivery.request_id, limits=limits)
         self.evidence.event(

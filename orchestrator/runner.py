@@ -9,18 +9,23 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
-from mailroom.mailbox.messages import ActionSpec, Feedback, FeedbackIssue, PublicCounters
+from mailroom.mailbox.feedback import bounded_feedback
+from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 
 from .evidence import EpisodeEvidence
 from .libero_adapter import (
     ACTION_LAYOUT,
     CONTROL_HZ,
+    SETTLING_CONTROLS,
     Capture,
     EpisodeStart,
+    Image,
     LiberoAdapter,
     SimulatorError,
     TaskIdentity,
@@ -38,22 +43,8 @@ from .results import (
     Usage,
 )
 from .settings import RunSettings
+from .timing import CLOCK
 from .transport import Delivery, PolicyFailed, TimedOut, Transport
-
-MAX_FEEDBACK_ISSUES = 5
-MAX_FEEDBACK_MESSAGE = 200
-
-
-def bounded_feedback(rejected_sequence: int, issues: tuple[Issue, ...]) -> Feedback:
-    """Deterministic, capped public feedback: first issues in the parser's stable order."""
-    shown = issues[:MAX_FEEDBACK_ISSUES]
-    return Feedback(
-        rejected_sequence=rejected_sequence,
-        issues=[
-            FeedbackIssue(code=i.code, message=i.message[:MAX_FEEDBACK_MESSAGE]) for i in shown
-        ],
-        more_issues=len(issues) - len(shown),
-    )
 
 
 @dataclass
@@ -79,25 +70,35 @@ class EpisodeRequest:
     reference_horizon: int
 
 
+def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
+    """The limits an episode ran under, as its result document discloses them."""
+    return SettingsRecord(
+        budget_mode=settings.budget_mode,
+        max_policy_calls=settings.max_policy_calls,
+        replan_interval=settings.replan_interval,
+        max_chunk=settings.chunk_limit,
+        control_cap=control_cap,
+        invalid_action_handling=settings.invalid_action_handling,
+        response_timeout_s=settings.response_timeout_s,
+        episode_wall_time_s=settings.episode_wall_time_s,
+        proprio=settings.proprio,
+        settling_controls=SETTLING_CONTROLS,
+    )
+
+
+class FrameSink(Protocol):
+    """Receives the camera frames of every executed control (video evidence)."""
+
+    def add(self, frames: Mapping[str, Image]) -> None: ...
+
+
 class EpisodeRunner:
-    def __init__(self, adapter: LiberoAdapter, settings: RunSettings) -> None:
+    def __init__(
+        self, adapter: LiberoAdapter, settings: RunSettings, video: FrameSink | None = None
+    ) -> None:
         self.adapter = adapter
         self.settings = settings
-
-    def _settings_record(self, control_cap: int, settling: int) -> SettingsRecord:
-        s = self.settings
-        return SettingsRecord(
-            budget_mode=s.budget_mode,
-            max_policy_calls=s.max_policy_calls,
-            replan_interval=s.replan_interval,
-            max_chunk=s.chunk_limit,
-            control_cap=control_cap,
-            invalid_action_handling=s.invalid_action_handling,
-            response_timeout_s=s.response_timeout_s,
-            episode_wall_time_s=s.episode_wall_time_s,
-            proprio=s.proprio,
-            settling_controls=settling,
-        )
+        self.video = video
 
     def check_configuration(self, reference_horizon: int) -> None:
         """Adapter and runner must agree on the cap before any episode starts."""
@@ -176,7 +177,7 @@ class EpisodeRunner:
                 init_states_sha256=ident.init_states_sha256,
                 state_sha256=start.state_sha256 if start else "0" * 64,
             ),
-            settings=self._settings_record(control_cap, state.counters.settling_controls),
+            settings=settings_record(settings, control_cap),
             blinded=True,
             started_at=started_at,
             finished_at=_now(),
@@ -247,11 +248,13 @@ class EpisodeRunner:
                 feedback=feedback,
             )
             transport.deliver(delivery)
+            CLOCK.end_cycle()
             published = time.monotonic()
             timeout = settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
             decision = transport.await_decision(delivery, limits, timeout)
+            CLOCK.begin_cycle()
             if isinstance(decision, TimedOut):
                 if wall_left is not None and wall_left <= settings.response_timeout_s:
                     state.truncation = "wall_time"
@@ -273,7 +276,7 @@ class EpisodeRunner:
                 state.errors.append(
                     TypedError(
                         kind="policy_error",
-                        code="policy_exception",
+                        code=decision.code,
                         message=decision.message,
                         policy_call=c.policy_calls,
                     )
@@ -357,6 +360,17 @@ class EpisodeRunner:
             result = self.adapter.step(action, observe=last and observe_after)
             executed += 1
             c.executed_controls += 1
+            step: dict[str, object] = {
+                "frame_index": c.executed_controls - 1,
+                "policy_call": c.policy_calls,
+                "action": list(action),
+                "native_success": result.success,
+            }
+            if result.state is not None:
+                step["state"] = list(result.state)
+            evidence.step(step)
+            if self.video is not None and result.frames is not None:
+                self.video.add(result.frames)
             if result.success:
                 c.first_success_control = c.executed_controls
                 c.first_success_policy_call = c.policy_calls

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 BudgetMode = Literal["horizon", "decisions"]
 InvalidActionHandling = Literal["terminal", "feedback"]
 WatchMode = Literal["inotify", "polling"]
+RecordMode = Literal["full", "minimal"]
 MAX_CHUNK_LIMIT = 64  # the frozen response schema's maxItems
 
 

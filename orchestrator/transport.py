@@ -7,6 +7,8 @@ the same frozen parser, so identical decisions give identical records.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -35,8 +37,12 @@ class TimedOut:
 
 @dataclass(frozen=True)
 class PolicyFailed:
-    """An in-process policy raised instead of answering: the policy's own error."""
+    """The policy failed to answer: an in-process policy raised, or an actor process ended.
 
+    The policy's own error, typed by `code` (`policy_exception`, `actor_exited`).
+    """
+
+    code: str
     message: str
     kind: Literal["policy_failed"] = "policy_failed"
 
@@ -52,3 +58,39 @@ class Transport(Protocol):
     ) -> DecisionOutcome: ...
 
     def close(self, last_sequence: int) -> None: ...
+
+
+class ActorLivenessGuard:
+    """Waits on another transport in slices and notices an actor that has ended.
+
+    A dead actor cannot answer: waiting out the whole deadline would only cost time.
+    One more short wait after the actor is seen dead keeps a last response it wrote.
+    """
+
+    def __init__(self, inner: Transport, alive: Callable[[], bool], slice_s: float = 0.5) -> None:
+        self.inner = inner
+        self.alive = alive
+        self.slice_s = slice_s
+
+    def deliver(self, delivery: Delivery) -> None:
+        self.inner.deliver(delivery)
+
+    def await_decision(
+        self, delivery: Delivery, limits: ActionLimits, timeout_s: float
+    ) -> DecisionOutcome:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return TimedOut(waited_s=timeout_s)
+            outcome = self.inner.await_decision(delivery, limits, min(self.slice_s, remaining))
+            if not isinstance(outcome, TimedOut):
+                return outcome
+            if not self.alive():
+                last = self.inner.await_decision(delivery, limits, self.slice_s)
+                if not isinstance(last, TimedOut):
+                    return last
+                return PolicyFailed("actor_exited", "the actor process ended without answering")
+
+    def close(self, last_sequence: int) -> None:
+        self.inner.close(last_sequence)

@@ -106,3 +106,19 @@ def test_nothing_under_the_mailbox_root_identifies_the_case(
         case["state_sha256"],
     ]
     assert leaks_under(mailbox_root, needles) == []
+
+
+def test_every_camera_video_decodes_to_one_frame_per_executed_control(
+    demo_run: tuple[dict[str, Any], Path, Path],
+) -> None:
+    from mailroom.orchestrator.video import probe_video
+
+    doc, run_dir, _ = demo_run
+    videos = sorted(run_dir.glob("episodes/*/videos/*.mp4"))
+    assert [v.name for v in videos] == ["agentview.mp4", "robot0_eye_in_hand.mp4"]
+    for video in videos:
+        probe = probe_video(video)
+        assert probe.frames == doc["counters"]["executed_controls"]
+        assert probe.fps == 20
+    steps = next(run_dir.glob("episodes/*/steps.jsonl")).read_text().splitlines()
+    assert len(steps) == doc["counters"]["executed_controls"]

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-
 from mailroom.orchestrator.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.libero_adapter import (
     CAMERAS,

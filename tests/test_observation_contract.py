@@ -6,10 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
 from mailroom.mailbox.messages import Observation
 from mailroom.mailbox.schemas import load_schema, schema_errors
+from pydantic import ValidationError
 
 PUBLIC_FIELDS = {
     "schema",

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.cases import Case
 from mailroom.orchestrator.episode import run_blinded_episode, run_in_process_episode

@@ -51,6 +51,12 @@ class ThreadActor:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def description(self) -> dict[str, object]:
+        return {"kind": "thread", "endpoint": str(self.endpoint)}
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self) -> int | None:
         self._halt.set()
         self._thread.join(timeout=10)

@@ -1,0 +1,333 @@
+"""`mailroom bench`: where each decision's time goes, measured on the real simulator.
+
+Run by hand, never as a timed test. Every figure comes from one run of this module on
+this machine; ratios compare paths measured in that same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .cases import Case
+from .headless import simulator_chatter_to_stderr
+from .libero_adapter import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS, LiberoAdapter
+from .png import decode_png, encode_png
+from .settings import RunSettings
+from .timing import CLOCK
+
+BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
+ACTION = [0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _ms(values: Sequence[float]) -> dict[str, float | None]:
+    p50, p95 = _pct(values, 0.5), _pct(values, 0.95)
+    return {
+        "p50_ms": None if p50 is None else round(p50 * 1000, 3),
+        "p95_ms": None if p95 is None else round(p95 * 1000, 3),
+    }
+
+
+class InstantActor:
+    """Answers every observation at once with a full chunk (the mailbox, not a model)."""
+
+    def __init__(self, endpoint: Path, chunk: int) -> None:
+        self.endpoint = endpoint
+        self.chunk = chunk
+        self.written_at: dict[int, float] = {}
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        outbox, sequence = self.endpoint / "outbox", 1
+        while not self._halt.is_set():
+            obs = outbox / f"obs-{sequence}.json"
+            if not obs.exists():
+                if (outbox / "closed.json").exists():
+                    return
+                time.sleep(0.0005)
+                continue
+            document = json.loads(obs.read_text())
+            body = json.dumps(
+                {
+                    "schema": "mailroom.response/v1",
+                    "request_id": document["request_id"],
+                    "decision": "act",
+                    "actions": [ACTION] * self.chunk,
+                }
+            )
+            final = self.endpoint / document["response_file"]
+            tmp = final.with_name(".tmp-" + final.name)
+            tmp.write_text(body)
+            os.replace(tmp, final)
+            self.written_at[sequence] = time.perf_counter()
+            sequence += 1
+
+    def description(self) -> dict[str, object]:
+        return {"kind": "in-process benchmark actor"}
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self) -> int | None:
+        self._halt.set()
+        self._thread.join(timeout=5)
+        return None
+
+
+def mailbox_decisions(decisions: int, k: int, workdir: Path) -> dict[str, Any]:
+    """The real orchestrator path with an instant actor: phases per decision."""
+    from .episode import run_blinded_episode
+
+    adapter = LiberoAdapter(control_cap=decisions * k)
+    settings = RunSettings(max_policy_calls=decisions, replan_interval=k, response_timeout_s=60)
+    actors: list[InstantActor] = []
+
+    def launch(endpoint: Any, instructions: str) -> InstantActor:
+        actors.append(InstantActor(endpoint.root, k))
+        return actors[-1]
+
+    CLOCK.reset(enabled=True)
+    try:
+        started = time.perf_counter()
+        result = run_blinded_episode(
+            BENCH_CASE,
+            attempt=1,
+            settings=settings,
+            adapter=adapter,
+            run_dir=workdir / "run",
+            mailbox_root=workdir / "mb",
+            launch_actor=launch,
+            record="minimal",
+        )
+        elapsed = time.perf_counter() - started
+    finally:
+        adapter.close()
+    cycles = CLOCK.cycles
+    samples = dict(CLOCK.samples)
+    CLOCK.reset(enabled=False)
+    detected = samples.get("response_detected_at", [])
+    written = actors[0].written_at
+    detection = [d - written[i + 1] for i, d in enumerate(detected) if i + 1 in written]
+    claims = samples.get("claim_parse", [])
+    phase = {
+        "physics": [c.get("control_step", 0.0) - c.get("render", 0.0) for c in cycles],
+        "rendering": [c.get("render", 0.0) for c in cycles],
+        "image_encoding": [c.get("encode", 0.0) for c in cycles],
+        "publishing": [c.get("publish", 0.0) for c in cycles],
+        "claim_parse_validate": claims,
+        "response_detection": detection,
+    }
+    overhead = [
+        c["cycle"] - c.get("control_step", 0.0) + (claims[i] if i < len(claims) else 0.0)
+        for i, c in enumerate(cycles)
+    ]
+    events = (workdir / "run" / "episodes" / result.attempt_id / "events.jsonl").read_text()
+    stamps = [
+        json.loads(line)["t"]
+        for line in events.splitlines()
+        if '"observation_published"' in line or '"closed_published"' in line
+    ]
+    loop_s = stamps[-1] - stamps[0]
+    return {
+        "decisions": result.counters.policy_calls,
+        "controls": result.counters.executed_controls,
+        "policy_loop_s": round(loop_s, 3),
+        "episode_wall_s": round(elapsed, 3),
+        "decisions_per_s": round(result.counters.policy_calls / loop_s, 3),
+        "phases": {name: _ms(values) for name, values in phase.items()},
+        "overhead": _ms(overhead),
+        "outbox": str(next((workdir / "mb").iterdir()) / "outbox"),
+    }
+
+
+def naive_decisions(decisions: int, k: int) -> dict[str, Any]:
+    """What common LIBERO evaluators do: both cameras rendered at every control."""
+    with simulator_chatter_to_stderr():
+        from libero.libero.envs import OffScreenRenderEnv
+
+        from .libero_adapter import load_init_states, resolve_task
+
+        identity = resolve_task(BENCH_CASE.suite, BENCH_CASE.task_index)
+        env = OffScreenRenderEnv(
+            bddl_file_name=str(identity.bddl_path), camera_heights=256, camera_widths=256
+        )
+        try:
+            env.seed(BENCH_CASE.seed)
+            env.reset()
+            env.set_init_state(load_init_states(identity)[BENCH_CASE.init_state_index])
+            for _ in range(SETTLING_CONTROLS):
+                obs, *_ = env.step(np.array(SETTLING_ACTION))
+            delivered = [
+                {
+                    c: encode_png(np.ascontiguousarray(obs[f"{c}_image"][::-1, ::-1]))
+                    for c in CAMERAS
+                }
+            ]
+            started = time.perf_counter()
+            for _ in range(decisions):
+                for _ in range(k):
+                    obs, *_ = env.step(np.array(ACTION))
+                delivered.append(
+                    {
+                        c: encode_png(np.ascontiguousarray(obs[f"{c}_image"][::-1, ::-1]))
+                        for c in CAMERAS
+                    }
+                )
+            elapsed = time.perf_counter() - started
+        finally:
+            env.close()
+    return {"decisions_per_s": round(decisions / elapsed, 3), "delivered": delivered}
+
+
+def first_observation_latency() -> dict[str, float]:
+    from .libero_adapter import resolve_task
+
+    identity = resolve_task(BENCH_CASE.suite, BENCH_CASE.task_index)
+    adapter = LiberoAdapter(control_cap=10)
+    try:
+        started = time.perf_counter()
+        adapter.start_episode(identity, 0, BENCH_CASE.seed)
+        fresh = time.perf_counter() - started
+        started = time.perf_counter()
+        adapter.start_episode(identity, 1, BENCH_CASE.seed)
+        reused = time.perf_counter() - started
+    finally:
+        adapter.close()
+    return {"fresh_env_s": round(fresh, 3), "reused_env_s": round(reused, 3)}
+
+
+def episodes_per_hour(workers: int, episodes: int, workdir: Path) -> dict[str, float]:
+    from .coordinator import LaunchConfig, Work, run_work
+    from .manifest import build_manifest
+    from .paths import profile_dir
+    from .plans import build_plan, render_plan
+    from .run_directory import RunDirectory
+
+    cases = [
+        Case(suite="libero_10", task_index=t, init_state_index=0, seed=20260907)
+        for t in range(episodes)
+    ]
+    settings = RunSettings(max_policy_calls=10, replan_interval=5, response_timeout_s=60)
+    actor = [
+        sys.executable,
+        str(profile_dir("scripted_diagnostic") / "actor.py"),
+        "{endpoint}",
+        "--chunks",
+        "10",
+    ]
+    run_dir = workdir / f"workers-{workers}"
+    plan = build_plan("task_coverage", suite="libero_10", task_ids=list(range(episodes)))
+    run = RunDirectory(run_dir)
+    run.write_manifest(
+        build_manifest(
+            run_id=run_dir.name,
+            plan_sha256=plan.plan_sha256,
+            plan_kind=plan.kind,
+            n_cases=len(cases),
+            profile_name="scripted_diagnostic",
+            profile_declaration=json.loads(
+                (profile_dir("scripted_diagnostic") / "profile.json").read_text()
+            ),
+            settings=settings,
+            actor_command=actor,
+            record="minimal",
+            run_dir=run_dir,
+            mailbox_root=workdir / "mb",
+            workers=workers,
+        )
+    )
+    run.plan_path.write_bytes(render_plan(plan))
+    config = LaunchConfig(
+        run_dir=run_dir,
+        mailbox_root=workdir / "mb",
+        settings=settings,
+        actor_command=actor,
+        record="minimal",
+    )
+    peaks: list[float] = []
+
+    def listen(kind: str, payload: tuple[Any, ...]) -> None:
+        if kind == "finished":
+            peaks.append(float(payload[3]))
+
+    started = time.perf_counter()
+    run_work(config, [Work(c, 1) for c in cases], workers, listen)
+    elapsed = time.perf_counter() - started
+    return {
+        "episodes_per_hour": round(episodes * 3600 / elapsed, 1),
+        "peak_rss_mb": round(max(peaks), 1) if peaks else 0.0,
+    }
+
+
+def run_bench(
+    decisions: int = 40,
+    k: int = 5,
+    episodes: int = 4,
+    progress: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    from mailroom.mailbox.bench import measure_detection
+
+    with tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp:
+        work = Path(tmp)
+        progress("decisions through the real mailbox")
+        mailbox = mailbox_decisions(decisions, k, work / "mailbox")
+        progress("naive loop rendering every control")
+        naive = naive_decisions(decisions, k)
+        outbox = Path(mailbox.pop("outbox"))
+        identical = all(
+            np.array_equal(
+                decode_png((outbox / f"obs-{i + 1}-{c}.png").read_bytes()), decode_png(d[c])
+            )
+            for i, d in enumerate(naive.pop("delivered")[:decisions])
+            for c in CAMERAS
+        )
+        progress("first-observation latency")
+        first = first_observation_latency()
+        progress("1 worker")
+        one = episodes_per_hour(1, episodes, work / "w1")
+        progress("2 workers")
+        two = episodes_per_hour(2, episodes, work / "w2")
+        progress("watcher detection latency")
+        inotify = measure_detection("inotify", 200)
+        polling = measure_detection("polling", 200)
+    return {
+        "overhead_ms_p50": mailbox["overhead"]["p50_ms"],
+        "detect_ms_p50_inotify": inotify["p50_ms"],
+        "detect_ms_p50_polling": polling["p50_ms"],
+        "speedup_vs_render_every_control": round(
+            mailbox["decisions_per_s"] / naive["decisions_per_s"], 3
+        ),
+        "workers_2_over_1": round(two["episodes_per_hour"] / one["episodes_per_hour"], 3),
+        "peak_rss_mb_per_worker": max(one["peak_rss_mb"], two["peak_rss_mb"]),
+        "details": {
+            "k": k,
+            "mailbox": mailbox,
+            "naive_render_every_control": naive,
+            "delivered_images_identical": identical,
+            "first_observation": first,
+            "workers_1": one,
+            "workers_2": two,
+            "detection_inotify": inotify,
+            "detection_polling": polling,
+            "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        },
+    }

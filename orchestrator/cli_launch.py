@@ -1,0 +1,439 @@
+"""`mailroom launch`, `resume`, `status` and `report`: running a campaign and reading it."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import click
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .cli_common import EXIT_OK, console
+from .settings import BudgetMode, InvalidActionHandling, RecordMode, RunSettings, WatchMode
+
+EXIT_INCOMPLETE = 4
+EXIT_CONFLICT = 5
+
+
+def _new_run_id() -> str:
+    return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def _refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
+    a, b = run_dir.resolve(), mailbox_root.resolve()
+    if a.is_relative_to(b) or b.is_relative_to(a):
+        raise click.UsageError(
+            "the run directory and the mailbox root must not contain one another: "
+            "everything under the mailbox root is visible to actors"
+        )
+
+
+def _load_profile(name: str) -> dict[str, Any]:
+    from .paths import profile_dir
+
+    try:
+        path = profile_dir(name) / "profile.json"
+    except FileNotFoundError as exc:
+        raise click.UsageError(str(exc)) from exc
+    declaration: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return declaration
+
+
+def _progress_listener(progress: Progress, task: Any, counts: dict[str, int]) -> Any:
+    def listen(kind: str, payload: tuple[Any, ...]) -> None:
+        if kind == "launch_message":
+            text = payload[2]
+            progress.console.print(
+                Panel(text, title="launch message: hand this to a fresh actor", expand=False)
+            )
+            return
+        if kind == "finished":
+            counts[str(payload[2])] += 1
+        elif kind == "crashed":
+            counts["error"] += 1
+        else:
+            return
+        progress.update(
+            task,
+            advance=1,
+            description=(
+                f"success {counts['success']}  failure {counts['failure']}  "
+                f"errored {counts['error']}"
+            ),
+        )
+
+    return listen
+
+
+def _execute(
+    run_dir: Path,
+    *,
+    plan_bytes: bytes,
+    profile: str,
+    settings: RunSettings,
+    actor_command: list[str] | None,
+    mailbox_root: Path,
+    workers: int,
+    record: RecordMode,
+    rerun_errored: bool,
+    as_json: bool,
+) -> None:
+    from .coordinator import LaunchConfig, run_work, schedule
+    from .interrupted import record_interrupted
+    from .manifest import ManifestConflictError, build_manifest, check_compatible
+    from .plans import PlanError, parse_plan
+    from .reporter import build_report, report_json
+    from .run_directory import RunDirectory, RunLockedError
+
+    try:
+        plan = parse_plan(plan_bytes)
+    except PlanError as exc:
+        raise click.UsageError(f"plan refused: {exc}") from exc
+    cases = plan.to_cases()
+    run = RunDirectory(run_dir)
+    _refuse_nesting(run_dir, mailbox_root)
+    try:
+        with run.lock():
+            manifest = build_manifest(
+                run_id=run.read_manifest()["run_id"] if run.exists() else run_dir.name,
+                plan_sha256=plan.plan_sha256,
+                plan_kind=plan.kind,
+                n_cases=len(cases),
+                profile_name=profile,
+                profile_declaration=_load_profile(profile),
+                settings=settings,
+                actor_command=actor_command,
+                record=record,
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                workers=workers,
+            )
+            if run.exists():
+                check_compatible(run.read_manifest(), manifest)
+                run.event("resumed", volatile=manifest["volatile"], rerun_errored=rerun_errored)
+            else:
+                run.write_manifest(manifest)
+                run.plan_path.write_bytes(plan_bytes)
+                run.event("launched", volatile=manifest["volatile"])
+            plan_now = schedule(cases, run, rerun_errored=rerun_errored)
+            for record_ in plan_now.interrupted:
+                record_interrupted(
+                    run,
+                    record_.attempt_id,
+                    reason="the orchestrator stopped during this attempt after the actor "
+                    "had been shown observations; kept, never silently re-run",
+                )
+            for record_ in plan_now.restarted:
+                run.event("attempt_abandoned_before_delivery", attempt_id=record_.attempt_id)
+            if rerun_errored:
+                for item in plan_now.work:
+                    if item.attempt > 1:
+                        run.event("rerun_errored", case_id=item.case.case_id, attempt=item.attempt)
+            config = LaunchConfig(
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                settings=settings,
+                actor_command=actor_command,
+                record=record,
+            )
+            counts = {"success": 0, "failure": 0, "error": 0}
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                disable=as_json,
+            ) as progress:
+                task = progress.add_task("starting", total=len(plan_now.work))
+                run_work(config, plan_now.work, workers, _progress_listener(progress, task, counts))
+            run.event("launch_finished")
+    except ManifestConflictError as exc:
+        console.print(f"[red]refused:[/red] {exc}")
+        sys.exit(EXIT_CONFLICT)
+    except RunLockedError as exc:
+        console.print(f"[red]refused:[/red] {exc}")
+        sys.exit(EXIT_CONFLICT)
+    report = build_report(run_dir)
+    if as_json:
+        sys.stdout.write(report_json(report) + "\n")
+    else:
+        _print_report(report)
+        console.print(f"run directory (private): {run_dir}")
+    sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def _settings_from(options: dict[str, Any]) -> RunSettings:
+    try:
+        return RunSettings(
+            budget_mode=cast(BudgetMode, options["budget_mode"]),
+            max_policy_calls=options["max_policy_calls"],
+            replan_interval=options["replan_interval"],
+            max_chunk=options["max_chunk"],
+            invalid_action_handling=cast(InvalidActionHandling, options["invalid_action_handling"]),
+            response_timeout_s=options["response_timeout"],
+            episode_wall_time_s=options["episode_wall_time"],
+            proprio=options["proprio"],
+            watch_mode=cast(WatchMode, options["watch_mode"]),
+            min_decisions_before_stop=options["min_decisions_before_stop"],
+        )
+    except ValueError as exc:
+        raise click.UsageError(f"settings refused: {exc}") from exc
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--profile", required=True, help="Method profile under AgentPolicies/.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The run directory itself (default: new, under the profile's results/).",
+)
+@click.option(
+    "--mailbox-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where endpoints are created (default: a new temporary directory).",
+)
+@click.option(
+    "--actor",
+    "actor",
+    default=None,
+    help="Actor command started once per episode, e.g. 'python3 a.py {endpoint}'. "
+    "Without it, launch messages are printed for external actors.",
+)
+@click.option(
+    "--budget-mode",
+    type=click.Choice(["horizon", "decisions"]),
+    default="decisions",
+    show_default=True,
+)
+@click.option("--max-policy-calls", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--replan-interval", type=click.IntRange(min=1, max=64), default=5, show_default=True)
+@click.option(
+    "--max-chunk",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    help="Most vectors a response may carry (default: the replan interval).",
+)
+@click.option(
+    "--invalid-action-handling",
+    type=click.Choice(["terminal", "feedback"]),
+    default="feedback",
+    show_default=True,
+)
+@click.option("--proprio", is_flag=True, help="Add the proprioception track (reported apart).")
+@click.option(
+    "--response-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds an actor has for each response.",
+)
+@click.option(
+    "--episode-wall-time",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Seconds of policy loop per episode (default: no limit).",
+)
+@click.option(
+    "--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify", show_default=True
+)
+@click.option(
+    "--min-decisions-before-stop",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Method persistence rule; never postpones caps.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def launch(
+    plan_file: Path,
+    profile: str,
+    run_dir: Path | None,
+    mailbox_root: Path | None,
+    actor: str | None,
+    workers: int,
+    record: RecordMode,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Run every case of PLAN_FILE, each with a fresh blinded actor and endpoint.
+
+    Exit codes: 0 every selected case has a result; 4 the run is incomplete or holds a
+    corrupt result; 5 refused (conflicting manifest, run in use); 2 usage error.
+    """
+    from .paths import profile_dir
+
+    settings = _settings_from(options)
+    _load_profile(profile)
+    if run_dir is None:
+        run_dir = profile_dir(profile) / "results" / _new_run_id()
+    if mailbox_root is None:
+        mailbox_root = Path(tempfile.mkdtemp(prefix="mailroom-"))
+    actor_command = shlex.split(actor) if actor is not None else None
+    if actor_command == []:
+        raise click.UsageError("--actor is empty")
+    _execute(
+        run_dir,
+        plan_bytes=plan_file.read_bytes(),
+        profile=profile,
+        settings=settings,
+        actor_command=actor_command,
+        mailbox_root=mailbox_root,
+        workers=workers,
+        record=record,
+        rerun_errored=False,
+        as_json=as_json,
+    )
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--rerun-errored",
+    is_flag=True,
+    help="Explicitly re-run errored cases as new, recorded attempts "
+    "(never a disclosed, not-blinded attempt).",
+)
+@click.option("--mailbox-root", type=click.Path(path_type=Path), default=None)
+@click.option("--workers", type=click.IntRange(min=1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def resume(
+    run_dir: Path,
+    rerun_errored: bool,
+    mailbox_root: Path | None,
+    workers: int | None,
+    as_json: bool,
+) -> None:
+    """Continue RUN_DIR: skip completed cases, run unattempted ones, and record any
+    attempt cut short after its actor saw observations as errored (interrupted)."""
+    from .run_directory import RunDirectory
+
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    manifest = run.read_manifest()
+    volatile = manifest["volatile"]
+    settings = RunSettings.model_validate(manifest["settings"])
+    _execute(
+        run_dir,
+        plan_bytes=run.plan_path.read_bytes(),
+        profile=manifest["profile"]["name"],
+        settings=settings,
+        actor_command=volatile["actor_command"],
+        mailbox_root=mailbox_root or Path(tempfile.mkdtemp(prefix="mailroom-")),
+        workers=workers or int(volatile["workers"]),
+        record=cast(RecordMode, manifest["record"]),
+        rerun_errored=rerun_errored,
+        as_json=as_json,
+    )
+
+
+def _print_report(report: Any) -> None:
+    title = f"{report.run_id}  ({report.profile}, plan {report.plan_kind})"
+    table = Table(title=title)
+    table.add_column("suite", no_wrap=True)
+    for column in (
+        "selected",
+        "completed",
+        "success",
+        "failure",
+        "errored",
+        "unattempted",
+        "success/completed",
+        "not blinded",
+    ):
+        table.add_column(column, justify="right")
+    rows = [*sorted(report.suites.items()), ("overall", report.overall)]
+    for name, t in rows:
+        rate = "n/a" if t.success_rate is None else f"{t.success_rate:.1%}"
+        table.add_row(
+            name,
+            str(t.selected),
+            str(t.completed),
+            str(t.success),
+            str(t.failure),
+            str(t.errored),
+            str(t.unattempted),
+            rate,
+            str(t.not_blinded),
+        )
+    console.print(table)
+    if not report.capability_score:
+        console.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
+    for bad in report.corrupt_results:
+        console.print(f"[red]corrupt result, not counted:[/red] {bad['file']}: {bad['reason']}")
+    console.print("provider usage: unknown (a file mailbox cannot meter it)")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def report(run_dir: Path, as_json: bool) -> None:
+    """Success per suite with its denominators, from the result documents alone."""
+    from .reporter import build_report, report_json
+
+    try:
+        built = build_report(run_dir)
+    except (OSError, ValueError, KeyError) as exc:
+        raise click.UsageError(f"cannot report on {run_dir}: {exc}") from exc
+    if as_json:
+        sys.stdout.write(report_json(built) + "\n")
+    else:
+        _print_report(built)
+    sys.exit(EXIT_OK if built.complete and not built.corrupt_results else EXIT_INCOMPLETE)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def status(run_dir: Path, as_json: bool) -> None:
+    """Where a run stands: selected, completed, in progress, unattempted."""
+    from .plans import parse_plan
+    from .run_directory import RunDirectory
+
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
+    latest = {r.case_id: r for r in run.attempts()}
+    state = {
+        "selected": len(cases),
+        "completed": 0,
+        "in_progress_or_interrupted": 0,
+        "corrupt": 0,
+        "unattempted": 0,
+    }
+    for case in cases:
+        record_ = latest.get(case.case_id)
+        if record_ is None:
+            state["unattempted"] += 1
+        elif record_.completed:
+            state["completed"] += 1
+        elif record_.result is None:
+            state["in_progress_or_interrupted"] += 1
+        else:
+            state["corrupt"] += 1
+    if as_json:
+        sys.stdout.write(json.dumps(state, indent=2) + "\n")
+    else:
+        table = Table(title=f"status of {run_dir.name}")
+        table.add_column("what")
+        table.add_column("cases", justify="right")
+        for key, value in state.items():
+            table.add_row(key.replace("_", " "), str(value))
+        console.print(table)
+    done = state["completed"] == state["selected"]
+    sys.exit(EXIT_OK if done else EXIT_INCOMPLETE)

@@ -1,0 +1,228 @@
+"""Launching a plan: worker processes, fresh blinded actors, resume without re-showing.
+
+Each worker process builds its own simulator lazily (EGL contexts do not survive a
+fork) and reuses it across the episodes of one task. The parent never imports the
+simulator; it hands out work, collects results and keeps the books.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing as mp
+import queue
+import resource
+import signal
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from .cases import Case
+from .interrupted import record_interrupted
+from .lifetime import die_with_parent
+from .reporter import disclosed_attempts
+from .results import EpisodeResult
+from .run_directory import AttemptRecord, CorruptResult, RunDirectory
+from .settings import RecordMode, RunSettings
+
+WORK_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    run_dir: Path
+    mailbox_root: Path
+    settings: RunSettings
+    actor_command: list[str] | None
+    record: RecordMode
+
+
+@dataclass(frozen=True)
+class Work:
+    case: Case
+    attempt: int
+
+
+@dataclass
+class Tally:
+    selected: int = 0
+    completed: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+
+    def add(self, outcome: str) -> None:
+        self.completed += 1
+        self.outcomes[outcome] += 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    work: list[Work]
+    already_done: list[AttemptRecord]
+    interrupted: list[AttemptRecord]
+    restarted: list[AttemptRecord]
+
+
+def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = False) -> Schedule:
+    """What to run now. Completed cases are skipped; an attempt whose observations an
+    actor may have seen is never silently re-run: it is recorded as interrupted."""
+    by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for record in run.attempts():
+        by_case[record.case_id].append(record)
+    disclosed = disclosed_attempts(run)
+    work: list[Work] = []
+    done: list[AttemptRecord] = []
+    interrupted: list[AttemptRecord] = []
+    restarted: list[AttemptRecord] = []
+    for case in cases:
+        attempts = by_case.get(case.case_id, [])
+        if not attempts:
+            work.append(Work(case, 1))
+            continue
+        latest = attempts[-1]
+        if isinstance(latest.result, EpisodeResult):
+            retry = (
+                rerun_errored
+                and latest.result.outcome == "error"
+                and latest.attempt_id not in disclosed
+            )
+            if retry:
+                work.append(Work(case, latest.attempt + 1))
+            else:
+                done.append(latest)
+            continue
+        if _actor_saw_anything(latest) or isinstance(latest.result, CorruptResult):
+            interrupted.append(latest)
+            if rerun_errored and latest.attempt_id not in disclosed:
+                work.append(Work(case, latest.attempt + 1))
+        else:
+            restarted.append(latest)
+            work.append(Work(case, latest.attempt + 1))
+    return Schedule(work, done, interrupted, restarted)
+
+
+def _actor_saw_anything(record: AttemptRecord) -> bool:
+    events = record.directory / "events.jsonl"
+    if not events.exists():
+        return False
+    return b'"observation_published"' in events.read_bytes()
+
+
+def group_by_task(work: Sequence[Work]) -> list[list[Work]]:
+    """Consecutive episodes of one task share a simulator; groups keep plan order."""
+    groups: dict[tuple[str, int, int], list[Work]] = {}
+    for item in work:
+        key = (item.case.suite, item.case.task_index, item.case.task_order_index)
+        groups.setdefault(key, []).append(item)
+    return list(groups.values())
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: the actor is stopped, the env closed
+
+
+def _forward_launch(report_q: Any, item: Work, text: str) -> None:
+    report_q.put(("launch_message", item.case.case_id, item.attempt, text))
+
+
+def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any) -> None:
+    die_with_parent()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from .catalog import reference_horizon
+    from .episode import process_launcher, run_blinded_episode
+    from .libero_adapter import LiberoAdapter
+
+    settings = config.settings
+    adapter: LiberoAdapter | None = None
+    launcher = None if config.actor_command is None else process_launcher(config.actor_command)
+    try:
+        while True:
+            group = work_q.get()
+            if group is None:
+                return
+            for item in group:
+                report_q.put(("started", item.case.case_id, item.attempt))
+                cap = settings.control_cap(reference_horizon(item.case.suite).controls)
+                if adapter is None:
+                    adapter = LiberoAdapter(control_cap=cap, proprio=settings.proprio)
+                adapter.set_control_cap(cap)
+                try:
+                    result = run_blinded_episode(
+                        item.case,
+                        attempt=item.attempt,
+                        settings=settings,
+                        adapter=adapter,
+                        run_dir=config.run_dir,
+                        mailbox_root=config.mailbox_root,
+                        launch_actor=launcher,
+                        record=config.record,
+                        on_launch_message=functools.partial(_forward_launch, report_q, item),
+                    )
+                except Exception as exc:  # outside the runner's typed handling
+                    report_q.put(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
+                    continue
+                peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                report_q.put(
+                    ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb)
+                )
+    finally:
+        if adapter is not None:
+            adapter.close()
+
+
+Listener = Callable[[str, tuple[Any, ...]], None]
+
+
+def run_work(
+    config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+) -> list[tuple[str, int, str]]:
+    """Run `work` in `workers` processes; returns the attempts that died without a result."""
+    run = RunDirectory(config.run_dir)
+    ctx = mp.get_context("spawn")
+    work_q = ctx.Queue()
+    report_q = ctx.Queue()
+    groups = group_by_task(work)
+    for group in groups:
+        work_q.put(group)
+    n = max(1, min(workers, len(groups)))
+    for _ in range(n):
+        work_q.put(None)
+    procs: list[BaseProcess] = [
+        ctx.Process(target=_worker_main, args=(config, work_q, report_q), daemon=False)
+        for _ in range(n)
+    ]
+    for proc in procs:
+        proc.start()
+    in_flight: set[tuple[str, int]] = set()
+    lost: list[tuple[str, int, str]] = []
+    remaining = len(work)
+    try:
+        while remaining > 0:
+            try:
+                message = report_q.get(timeout=WORK_POLL_S)
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs):
+                    break
+                continue
+            kind, case_id, attempt, *rest = message
+            listener(kind, (case_id, attempt, *rest))
+            if kind == "started":
+                in_flight.add((case_id, attempt))
+            elif kind in ("finished", "crashed"):
+                in_flight.discard((case_id, attempt))
+                remaining -= 1
+                if kind == "crashed":
+                    lost.append((case_id, attempt, str(rest[0])))
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if remaining == 0 else 0.1)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=10)
+    for case_id, attempt in sorted(in_flight):
+        lost.append((case_id, attempt, "worker process ended during the episode"))
+    for case_id, attempt, reason in lost:
+        record_interrupted(run, f"{case_id}-a{attempt}", reason=reason, kind="worker_lost")
+    return lost

@@ -1,0 +1,694 @@
+"""The blinding audit over run directories built with the orchestrator's own modules.
+
+Runs are real files in real temporary directories: a manifest and plan, per attempt the
+private evidence (endpoint.json, launch_message.json, events, result) and a real opaque
+endpoint with published observations, PNG frames, the actor's responses and scratch.
+No simulator is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import sys
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
+from mailroom.mailbox.publish import canonical_json, publish_bytes
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.actor_process import render_command
+from mailroom.orchestrator.audit import (
+    AUDIT_FILE,
+    AUDIT_SCHEMA,
+    AuditVerdict,
+    NotARunDirectoryError,
+    audit_run,
+    build_identifiers,
+    scan_run,
+)
+from mailroom.orchestrator.cases import Case
+from mailroom.orchestrator.catalog import load_catalog
+from mailroom.orchestrator.evidence import EpisodeEvidence
+from mailroom.orchestrator.instructions import render_instructions
+from mailroom.orchestrator.libero_adapter import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.manifest import build_manifest
+from mailroom.orchestrator.observation import build_observation
+from mailroom.orchestrator.paths import profile_dir
+from mailroom.orchestrator.plans import Plan, build_plan, render_plan
+from mailroom.orchestrator.png import encode_png
+from mailroom.orchestrator.results import (
+    CaseRecord,
+    Counters,
+    EpisodeResult,
+    Latency,
+    Outcome,
+    TypedError,
+    Usage,
+)
+from mailroom.orchestrator.run_directory import RunDirectory
+from mailroom.orchestrator.runner import settings_record
+from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.transport import Delivery
+from pydantic import ValidationError
+
+PROFILE = "scripted_diagnostic"
+ACTOR = ["{python}", "/opt/actors/actor.py", "{endpoint}"]
+SETTINGS = RunSettings(max_policy_calls=4, replan_interval=5, response_timeout_s=60.0)
+ACTION = [0.0, 0.0, 0.7, 0.0, 0.0, 0.0, -1.0]
+# Numbers that contain a short seed (7) or an initial-state index without naming one.
+PROPRIO = ((0.7, 7.0, -0.07, 1.7e-07, 0.0, 0.0, 0.07), (0.04, -0.007))
+FRAME = encode_png(np.zeros((256, 256, 3), dtype=np.uint8))
+NOTES = "frames 1-2 read; chunk of 5 actions of 7 numbers; gripper open at 0.7\n"
+Hit = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class BuiltAttempt:
+    attempt_id: str
+    case: Case
+    directory: Path
+    endpoint: Endpoint
+
+    def observation(self, sequence: int) -> dict[str, Any]:
+        document: dict[str, Any] = json.loads(self.endpoint.observation_file(sequence).read_text())
+        return document
+
+    def plant_observation(self, sequence: int, extra: dict[str, Any]) -> None:
+        """Publish observation `sequence` again with `extra` fields, as a faulty
+        orchestrator would."""
+        document = {**self.observation(sequence), **extra}
+        publish_bytes(self.endpoint.observation_file(sequence), canonical_json(document))
+
+    def write(self, relative: str, data: str | bytes) -> Path:
+        """A file under the endpoint, as the actor (scratch/, inbox/) would write it."""
+        path = self.endpoint.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+        return path
+
+    def instructions(self) -> str:
+        text: str = json.loads((self.directory / "launch_message.json").read_text())["instructions"]
+        return text
+
+    def replace_events(self, *events: dict[str, Any]) -> None:
+        lines = [json.dumps({"t": time.time(), **e}, sort_keys=True) for e in events]
+        (self.directory / "events.jsonl").write_text("\n".join(lines) + "\n")
+
+
+class RunBuilder:
+    """A run directory and its endpoints, written the way the orchestrator writes them."""
+
+    def __init__(
+        self,
+        base: Path,
+        plan: Plan,
+        *,
+        run_id: str = "campaign-q3-alpha",
+        dir_name: str = "vault-run-dir",
+        mailbox_name: str = "mb",
+    ) -> None:
+        self.run_dir = base / dir_name
+        self.mailbox_root = base / mailbox_name
+        self.run_id = run_id
+        self.plan = plan
+        self.run = RunDirectory(self.run_dir)
+        declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text())
+        self.manifest = build_manifest(
+            run_id=run_id,
+            plan_sha256=plan.plan_sha256,
+            plan_kind=plan.kind,
+            n_cases=len(plan.cases),
+            profile_name=PROFILE,
+            profile_declaration=declaration,
+            settings=SETTINGS,
+            actor_command=ACTOR,
+            record="full",
+            run_dir=self.run_dir,
+            mailbox_root=self.mailbox_root,
+            workers=1,
+        )
+        self.run.write_manifest(self.manifest)
+        self.run.plan_path.write_bytes(render_plan(plan))
+        self.run.event("launched", volatile=self.manifest["volatile"])
+
+    @property
+    def cases(self) -> list[Case]:
+        return self.plan.to_cases()
+
+    def attempt(
+        self,
+        case: Case,
+        *,
+        attempt: int = 1,
+        observations: int = 2,
+        spawned: bool = True,
+        outcome: Outcome = "failure",
+    ) -> BuiltAttempt:
+        attempt_id = case.attempt_id(attempt)
+        evidence = EpisodeEvidence(self.run.episode_dir(attempt_id))
+        endpoint = create_endpoint(self.mailbox_root)
+        instructions = render_instructions(str(endpoint.root))
+        evidence.write_private(
+            "endpoint.json",
+            {"endpoint": str(endpoint.root), "token": endpoint.token, "case": case.model_dump()},
+        )
+        evidence.write_private("launch_message.json", {"instructions": instructions})
+        if spawned:
+            argv = render_command(ACTOR, endpoint=str(endpoint.root), python=sys.executable)
+            evidence.event("actor_started", detail=f"ActorProcess(pid=4242, argv={argv!r})")
+        instruction = load_catalog().entry(case.suite, case.task_index).instruction
+        built = BuiltAttempt(attempt_id, case, evidence.directory, endpoint)
+        for sequence in range(1, observations + 1):
+            self._exchange(built, evidence, instruction, sequence)
+        built.write("scratch/notes.txt", NOTES)
+        closed = to_document(Closed(last_sequence=observations))
+        publish_bytes(endpoint.closed_file, canonical_json(closed))
+        evidence.event("closed_published", last_sequence=observations)
+        if spawned:
+            evidence.event("actor_stopped", exit_status=0)
+        evidence.close()
+        evidence.write_result(self._result(case, attempt_id, observations, outcome))
+        return built
+
+    def _exchange(
+        self, built: BuiltAttempt, evidence: EpisodeEvidence, instruction: str, sequence: int
+    ) -> None:
+        endpoint = built.endpoint
+        images = {c: np.zeros((256, 256, 3), dtype=np.uint8) for c in CAMERAS}
+        delivery = Delivery(
+            sequence=sequence,
+            request_id=os.urandom(16).hex(),
+            instruction=instruction,
+            capture=Capture(images=images, joint_pos=PROPRIO[0], gripper_qpos=PROPRIO[1]),
+            action_spec=ActionSpec(
+                layout=list(ACTION_LAYOUT), control_hz=CONTROL_HZ, replan_interval=5, max_chunk=5
+            ),
+            counters=PublicCounters(
+                policy_calls=sequence - 1,
+                max_policy_calls=4,
+                executed_controls=5 * (sequence - 1),
+                max_controls=20,
+                rejected_responses=0,
+            ),
+            feedback=None,
+        )
+        for camera in CAMERAS:
+            publish_bytes(endpoint.image_file(sequence, camera), FRAME)
+        document = to_document(build_observation(delivery, endpoint))
+        publish_bytes(endpoint.observation_file(sequence), canonical_json(document))
+        evidence.event("observation_published", sequence=sequence)
+        response = {
+            "schema": "mailroom.response/v1",
+            "request_id": delivery.request_id,
+            "decision": "act",
+            "actions": [ACTION] * 5,
+        }
+        built.write(f"inbox/resp-{sequence}.json", json.dumps(response))
+
+    def _result(self, case: Case, attempt_id: str, calls: int, outcome: Outcome) -> EpisodeResult:
+        entry = load_catalog().entry(case.suite, case.task_index)
+        errors = (
+            [TypedError(kind="policy_error", code="actor_exited", message="gone", policy_call=1)]
+            if outcome == "error"
+            else []
+        )
+        return EpisodeResult(
+            attempt_id=attempt_id,
+            case_id=case.case_id,
+            outcome=outcome,
+            termination="policy_error" if outcome == "error" else None,
+            truncated=outcome == "failure",
+            truncation="policy_call_cap" if outcome == "failure" else None,
+            counters=Counters(policy_calls=calls, action_decisions=calls, settling_controls=10),
+            latency=Latency(samples=calls, median_ms=5.0, max_ms=9.0, total_ms=10.0),
+            usage=Usage(),
+            errors=errors,
+            case=CaseRecord(
+                benchmark=entry.benchmark,
+                suite=case.suite,
+                task_index=case.task_index,
+                task_name=entry.task_name,
+                instruction=entry.instruction,
+                init_state_index=case.init_state_index,
+                task_order_index=case.task_order_index,
+                seed=case.seed,
+                bddl_sha256=entry.bddl_sha256,
+                init_states_sha256=entry.init_states_sha256,
+                state_sha256="0" * 64,
+            ),
+            settings=settings_record(SETTINGS, SETTINGS.control_cap(520)),
+            blinded=True,
+            started_at="2000-01-01T00:00:00.000Z",
+            finished_at="2000-01-01T00:00:01.000Z",
+            wall_time_s=1.0,
+        )
+
+
+@pytest.fixture
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # A neutral parent: the mailbox root's path is part of what an actor is given.
+    return tmp_path_factory.mktemp("audit")
+
+
+@pytest.fixture
+def fast(base: Path) -> RunBuilder:
+    return RunBuilder(base, build_plan("fast"))
+
+
+def hits(verdict: AuditVerdict) -> set[Hit]:
+    return {(x.attempt_id, x.where, x.identifier_kind) for x in verdict.leaks}
+
+
+def kinds_at(verdict: AuditVerdict, where: str) -> set[str]:
+    return {x.identifier_kind for x in verdict.leaks if x.where == where}
+
+
+def checked(verdict: AuditVerdict) -> AuditVerdict:
+    assert schema_errors(AUDIT_SCHEMA, verdict.document()) == []
+    return verdict
+
+
+# --- clean runs ---------------------------------------------------------------------------
+
+
+def test_a_run_written_like_the_orchestrator_writes_it_is_clean_and_recorded(
+    fast: RunBuilder,
+) -> None:
+    for case in fast.cases:
+        fast.attempt(case)
+    verdict = checked(audit_run(fast.run_dir))
+    assert verdict.clean and verdict.leaks == [] and verdict.unverifiable == []
+    assert verdict.run_id == "campaign-q3-alpha"
+    assert verdict.attempts_scanned == 2
+    # per attempt: 2 observations, 4 frames, 2 responses, closed.json, scratch/notes.txt
+    assert verdict.files_scanned == 2 * 10
+    recorded = json.loads((fast.run_dir / AUDIT_FILE).read_text())
+    assert recorded == verdict.document()
+    assert schema_errors(AUDIT_SCHEMA, recorded) == []
+    audited = [e for e in fast.run.events() if e["event"] == "audited"]
+    assert [(e["clean"], e["leaks"], e["unverifiable"]) for e in audited] == [(True, 0, 0)]
+
+
+def test_a_run_named_with_a_word_of_the_shared_instructions_is_still_clean(base: Path) -> None:
+    """`run` occurs in the instructions every actor gets: it cannot be searched for."""
+    builder = RunBuilder(base, build_plan("fast"), run_id="run", dir_name="run")
+    built = builder.attempt(builder.cases[0])
+    assert " run " in built.instructions()
+    assert checked(scan_run(builder.run_dir)).clean
+
+
+def test_the_delivered_instruction_is_public_but_a_task_name_is_not(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    entry = load_catalog().entry(built.case.suite, built.case.task_index)
+    assert built.observation(1)["instruction"] == entry.instruction
+    built.write("scratch/plan.txt", f"goal: {entry.instruction}\nGOAL: {entry.instruction.upper()}")
+    assert checked(scan_run(fast.run_dir)).clean
+    built.write("scratch/plan.txt", f"goal: {entry.task_name}")
+    assert hits(scan_run(fast.run_dir)) == {(built.attempt_id, "scratch/plan.txt", "task_name")}
+
+
+def test_no_catalog_instruction_looks_like_a_private_identifier() -> None:
+    catalog = load_catalog()
+    cases = [
+        Case(suite=e.suite, task_index=e.task_index, init_state_index=i, seed=seed)
+        for e in catalog.entries
+        for i, seed in ((0, 20260907), (3, 7))
+    ]
+    identifiers = build_identifiers(
+        run_names={"run_id": "run-20260907T101500Z-5c2e"},
+        cases=cases,
+        case_ids=[c.case_id for c in cases],
+        created_at="2026-09-07T10:15:00Z",
+    )
+    for entry in catalog.entries:
+        for written_by_actor in (False, True):
+            found = list(
+                identifiers.find(
+                    entry.instruction, instruction=None, actor_written=written_by_actor
+                )
+            )
+            assert found == [], (entry.suite, entry.task_index, found)
+
+
+def test_an_actor_may_spell_its_own_instruction_as_a_task_name_would(base: Path) -> None:
+    """libero_goal names are the instruction with underscores: nothing private in the
+    actor's own notes; the orchestrator never writes such a name, and another task's
+    name, or a name that differs from the instruction it was given, is private."""
+    plan = build_plan("task_coverage", suite="libero_goal", task_ids=[0, 1])
+    builder = RunBuilder(base, plan)
+    built = builder.attempt(builder.cases[0])
+    own, other = (load_catalog().entry("libero_goal", i).task_name for i in (0, 1))
+    assert own == "open_the_middle_drawer_of_the_cabinet"
+    built.write(f"scratch/{own}.md", own)
+    assert checked(scan_run(builder.run_dir)).clean
+    built.plant_observation(1, {"note": own})
+    built.write(f"scratch/{other}.md", "x")
+    assert hits(scan_run(builder.run_dir)) == {
+        (built.attempt_id, "outbox/obs-1.json", "task_name"),
+        (built.attempt_id, f"scratch/{other}.md", "task_name"),
+    }
+
+
+def test_a_perturbed_task_name_is_private_even_where_it_resembles_the_instruction(
+    base: Path,
+) -> None:
+    entry = load_catalog().entry("libero_object_task", 7)
+    assert entry.task_name.replace("_", " ") != entry.instruction  # milk vs butter
+    plan = build_plan("task_coverage", suite="libero_object_task", task_ids=[7])
+    builder = RunBuilder(base, plan)
+    built = builder.attempt(builder.cases[0])
+    built.write("scratch/notes.md", entry.task_name)
+    assert (built.attempt_id, "scratch/notes.md", "task_name") in hits(scan_run(builder.run_dir))
+
+
+# --- leaks of each kind, in each place ---------------------------------------------------
+
+
+def _run_date(builder: RunBuilder) -> str:
+    y, m, d = builder.manifest["volatile"]["created_at"][:10].split("-")
+    return f"{d}.{m}.{y}"
+
+
+PLANTED: list[tuple[str, Callable[[RunBuilder, BuiltAttempt], dict[str, Any]]]] = [
+    ("run_id", lambda b, a: {"note": f"part of {b.run_id}"}),
+    ("run_directory", lambda b, a: {"note": f"saved under {b.run_dir}"}),
+    ("case_id", lambda b, a: {"note": a.attempt_id}),
+    ("case_id", lambda b, a: {"request_id": a.attempt_id}),
+    ("benchmark", lambda b, a: {"note": "a LIBERO-PRO scene"}),
+    ("suite", lambda b, a: {"note": "from the libero_spatial set"}),
+    ("task_name", lambda b, a: {"note": load_catalog().entry("libero_10", 1).task_name}),
+    ("task_name", lambda b, a: {"note": "living_room_scene2"}),
+    ("bddl_file", lambda b, a: {"note": "problem file scene.bddl"}),
+    ("seed", lambda b, a: {"note": 20260907}),
+    ("seed", lambda b, a: {"rng": "seed=20260907"}),
+    ("init_state_index", lambda b, a: {"note": "restored initial state 0"}),
+    ("init_state_index", lambda b, a: {"init_state_index": 0}),
+    ("private_key", lambda b, a: {"bddl": "kitchen"}),
+    ("private_key", lambda b, a: {"Suite": "kitchen"}),
+    ("date", lambda b, a: {"note": "captured 2031-01-02"}),
+    ("date", lambda b, a: {"note": "frame_20310102T0900"}),
+    ("date", lambda b, a: {"note": f"run of {_run_date(b)}"}),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload"), PLANTED)
+def test_each_kind_of_identifier_planted_in_an_observation_is_found(
+    fast: RunBuilder,
+    kind: str,
+    payload: Callable[[RunBuilder, BuiltAttempt], dict[str, Any]],
+) -> None:
+    built, _other = (fast.attempt(case) for case in fast.cases)
+    built.plant_observation(2, payload(fast, built))
+    verdict = checked(scan_run(fast.run_dir))
+    assert not verdict.clean
+    assert kind in kinds_at(verdict, "outbox/obs-2.json")
+    assert {x.attempt_id for x in verdict.leaks} == {built.attempt_id}
+    assert all(len(x.excerpt) <= 200 and x.excerpt.isascii() for x in verdict.leaks)
+
+
+def test_a_bddl_file_name_and_a_suite_in_a_png_name_are_found(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    bddl = load_catalog().entry("libero_10", 0).bddl_path.rsplit("/", 1)[1]
+    built.write(f"outbox/{bddl}.png", FRAME)
+    built.write("scratch/libero_10-frame.png", FRAME)
+    found = hits(scan_run(fast.run_dir))
+    assert {(built.attempt_id, f"outbox/{bddl}.png", k) for k in ("bddl_file", "task_name")} <= (
+        found
+    )
+    assert (built.attempt_id, "scratch/libero_10-frame.png", "suite") in found
+
+
+def _with_chunk(png: bytes, kind: bytes, data: bytes) -> bytes:
+    """`png` with one more chunk before IEND."""
+    crc = struct.pack(">I", zlib.crc32(kind + data))
+    chunk = struct.pack(">I", len(data)) + kind + data + crc
+    iend = png.rindex(b"IEND") - 4
+    return png[:iend] + chunk + png[iend:]
+
+
+def test_png_pixels_are_never_read_but_png_text_chunks_are(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    private = b"libero_10 20260907"
+    built.write("scratch/a.png", _with_chunk(FRAME, b"prVt", private))
+    assert checked(scan_run(fast.run_dir)).clean
+    built.write("scratch/b.png", _with_chunk(FRAME, b"tEXt", b"Comment\0" + private))
+    compressed = b"Comment\0\0" + zlib.compress(private)
+    built.write("scratch/c.png", _with_chunk(FRAME, b"zTXt", compressed))
+    verdict = scan_run(fast.run_dir)
+    assert kinds_at(verdict, "scratch/b.png") == {"benchmark", "suite", "seed"}
+    assert kinds_at(verdict, "scratch/c.png") == {"benchmark", "suite", "seed"}
+
+
+def test_what_an_actor_wrote_into_scratch_and_inbox_counts(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    built.write("scratch/notes.md", "the suite is libero_10")
+    built.write("scratch/libero/empty.txt", "")
+    built.write("inbox/.resp-3.json.tmp", '{"note": "seed 20260907"}')
+    verdict = scan_run(fast.run_dir)
+    found = hits(verdict)
+    assert (built.attempt_id, "scratch/notes.md", "suite") in found
+    excerpts = {x.excerpt for x in verdict.leaks if x.where == "scratch/notes.md"}
+    assert excerpts == {"the suite is libero_10"}
+    assert (built.attempt_id, "scratch/libero", "benchmark") in found
+    assert (built.attempt_id, "inbox/.resp-3.json.tmp", "seed") in found
+    assert not any(where == "scratch/libero/empty.txt" for _, where, _ in found)
+
+
+def test_instructions_that_name_the_task_are_a_leak(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    task_name = load_catalog().entry("libero_10", 0).task_name
+    text = built.instructions() + f"\nYour task: {task_name} (seed 20260907)\n"
+    (built.directory / "launch_message.json").write_text(json.dumps({"instructions": text}))
+    assert {"task_name", "seed"} <= kinds_at(scan_run(fast.run_dir), "instructions")
+
+
+def test_argv_and_environment_are_searched(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    argv = ["/usr/bin/python3", "actor.py", str(built.endpoint.root), "--seed", "20260907"]
+    built.replace_events(
+        {"event": "actor_started", "detail": f"ActorProcess(pid=7, argv={argv!r})"}
+    )
+    assert kinds_at(scan_run(fast.run_dir), "argv") == {"seed"}
+    # Recorded with structure (argv and env fields), they are read as such.
+    built.replace_events(
+        {
+            "event": "actor_started",
+            "detail": "ActorProcess(pid=7)",
+            "argv": ["actor", "--label", fast.run_id],
+            "env": {"PATH": "/usr/bin", "HOME": str(built.endpoint.scratch), "RUN": "x"},
+        }
+    )
+    assert kinds_at(scan_run(fast.run_dir), "argv") == {"run_id"}
+    assert kinds_at(scan_run(fast.run_dir), "env") == set()
+    # A repr that cannot be parsed is searched whole.
+    built.replace_events({"event": "actor_started", "detail": "Actor(libero_10, argv=?)"})
+    assert {"suite", "benchmark"} <= kinds_at(scan_run(fast.run_dir), "argv")
+
+
+def test_a_mailbox_root_named_with_a_date_leaks_through_instructions_argv_and_env(
+    base: Path,
+) -> None:
+    builder = RunBuilder(base, build_plan("fast"), mailbox_name="mb-2031-01-02")
+    built = builder.attempt(builder.cases[0])
+    verdict = checked(scan_run(builder.run_dir))
+    for where in ("instructions", "argv", "env"):
+        assert (built.attempt_id, where, "date") in hits(verdict)
+
+
+def test_symlinks_are_reported_by_target_and_never_followed(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    os.symlink(fast.run_dir / "manifest.json", built.endpoint.scratch / "link")
+    verdict = scan_run(fast.run_dir)
+    # The target path names the run directory; the manifest's contents (which name the
+    # benchmark) were not read through the link.
+    assert kinds_at(verdict, "scratch/link") == {"run_directory"}
+
+
+def test_a_fifo_in_scratch_does_not_hang_the_audit(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    os.mkfifo(built.endpoint.scratch / "pipe")
+    verdict = scan_run(fast.run_dir)
+    assert verdict.clean and verdict.files_scanned == 11
+
+
+# --- short seeds and other numbers -------------------------------------------------------
+
+
+@pytest.fixture
+def canonical(base: Path) -> RunBuilder:
+    """Seed 7 and initial states 0-49: short numbers that occur everywhere."""
+    return RunBuilder(base, build_plan("canonical", suite="libero_10"))
+
+
+def test_short_seeds_and_state_indices_inside_other_numbers_are_not_leaks(
+    canonical: RunBuilder,
+) -> None:
+    built = canonical.attempt(canonical.cases[0], observations=7)
+    assert built.case.seed == 7
+    request_id = "7" * 32
+    built.plant_observation(1, {"request_id": request_id})
+    built.write(
+        "scratch/numbers.txt",
+        "0.7 7 17 70 7e-05 1.7 obs-7 [7] x7 v7.0 state 7 initial 7 7.0 -7 "
+        "a7a7a7a7a7a7a7a7a7a7 request 7 sequence 12 seeded rows: 3",
+    )
+    built.write("inbox/resp-6.json", json.dumps({"request_id": "20310102", "note": "seeds: 3"}))
+    built.write("inbox/resp-7.json", json.dumps({"request_id": "f7e7d7c7", "note": "seeds: 3"}))
+    built.write("scratch/7.txt", "7")
+    assert (built.endpoint.root / "outbox" / "obs-7.json").exists()
+    verdict = checked(scan_run(canonical.run_dir))
+    assert verdict.clean, verdict.leaks
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"seed": 7}',
+        "seed 7",
+        "seed=7",
+        "random_seed: 7",
+        "the seed is 7.",
+        "SEED-7",
+    ],
+)
+def test_a_short_seed_next_to_the_word_seed_is_a_leak(canonical: RunBuilder, text: str) -> None:
+    built = canonical.attempt(canonical.cases[0])
+    built.write("scratch/n.txt", text)
+    assert "seed" in kinds_at(scan_run(canonical.run_dir), "scratch/n.txt")
+
+
+@pytest.mark.parametrize("text", ["seed 77", "seed 0.7", "seed 7.5", "seed: 17", "seed7x"])
+def test_other_numbers_next_to_the_word_seed_are_not(canonical: RunBuilder, text: str) -> None:
+    built = canonical.attempt(canonical.cases[0])
+    built.write("scratch/n.txt", text)
+    assert "seed" not in kinds_at(scan_run(canonical.run_dir), "scratch/n.txt")
+
+
+@pytest.mark.parametrize(
+    ("text", "leak"),
+    [
+        ("initial state 12", True),
+        ("init_state=49", True),
+        ("state_index: 3", True),
+        ("initial state 50", False),  # not one of the run's indices (0-49)
+        ("state 12", False),
+        ("initial state 1.5", False),
+    ],
+)
+def test_initial_state_indices_are_found_in_context_only(
+    canonical: RunBuilder, text: str, leak: bool
+) -> None:
+    built = canonical.attempt(canonical.cases[0])
+    built.write("scratch/n.txt", text)
+    assert ("init_state_index" in kinds_at(scan_run(canonical.run_dir), "scratch/n.txt")) == leak
+
+
+def test_a_long_seed_or_a_date_inside_hex_or_a_decimal_is_not_a_leak(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    built.plant_observation(1, {"request_id": "0a20260907" + "b" * 22})
+    built.write(
+        "scratch/n.txt",
+        "0.20260907 120260907 20260907.5 sha 20260907ffeeddccbbaa9988 "
+        "e3b0c44298fc1c149afbf4c8996fb92420310102ae41e4649b934ca495991b7852b855 1.20310102",
+    )
+    assert checked(scan_run(fast.run_dir)).clean
+
+
+def test_a_run_named_by_a_hex_string_is_still_found(base: Path) -> None:
+    name = "9f86d081884c7d659a2feaa0c55ad015"
+    builder = RunBuilder(base, build_plan("fast"), run_id=name, dir_name=name)
+    built = builder.attempt(builder.cases[0])
+    built.write("scratch/n.txt", f"run {name}")
+    assert hits(scan_run(builder.run_dir)) == {(built.attempt_id, "scratch/n.txt", "run_id")}
+
+
+# --- what cannot be checked --------------------------------------------------------------
+
+
+def test_an_endpoint_that_no_longer_exists_is_unverifiable_not_clean(fast: RunBuilder) -> None:
+    first, _second = (fast.attempt(case) for case in fast.cases)
+    shutil.rmtree(first.endpoint.root)
+    verdict = checked(audit_run(fast.run_dir))
+    assert not verdict.clean and verdict.leaks == []
+    assert [u.attempt_id for u in verdict.unverifiable] == [first.attempt_id]
+    assert "no longer exists" in verdict.unverifiable[0].reason
+    assert verdict.files_scanned == 10  # the second endpoint only
+    events = [e for e in fast.run.events() if e["event"] == "audited"]
+    assert [(e["clean"], e["leaks"], e["unverifiable"]) for e in events] == [(False, 0, 1)]
+
+
+def test_instructions_are_still_searched_when_the_endpoint_is_gone(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    shutil.rmtree(fast.mailbox_root)
+    text = built.instructions() + "\nsuite: libero_10\n"
+    (built.directory / "launch_message.json").write_text(json.dumps({"instructions": text}))
+    verdict = checked(scan_run(fast.run_dir))
+    assert (built.attempt_id, "instructions", "suite") in hits(verdict)
+    assert [u.attempt_id for u in verdict.unverifiable] == [built.attempt_id]
+
+
+def test_an_attempt_without_its_endpoint_mapping_is_unverifiable(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    (built.directory / "endpoint.json").unlink()
+    verdict = scan_run(fast.run_dir)
+    assert [u.attempt_id for u in verdict.unverifiable] == [built.attempt_id]
+
+
+def test_an_attempt_that_stopped_before_anything_was_handed_out_has_nothing_to_check(
+    fast: RunBuilder,
+) -> None:
+    """The orchestrator created the attempt's evidence, then stopped before writing the
+    endpoint mapping: no instructions existed, no actor was started."""
+    EpisodeEvidence(fast.run.episode_dir(fast.cases[0].attempt_id(1))).close()
+    verdict = checked(scan_run(fast.run_dir))
+    assert verdict.clean and verdict.attempts_scanned == 1
+
+
+def test_a_directory_without_a_manifest_is_not_a_run(base: Path) -> None:
+    with pytest.raises(NotARunDirectoryError, match="not a run directory"):
+        scan_run(base)
+
+
+# --- the verdict's contract and cost ------------------------------------------------------
+
+
+def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None:
+    fast.attempt(fast.cases[0]).write("scratch/x.txt", "libero")
+    document = scan_run(fast.run_dir).document()
+    assert schema_errors(AUDIT_SCHEMA, document) == []
+    assert document["schema"] == "mailroom.audit/v1"
+    lying = {**document, "clean": True}
+    assert schema_errors(AUDIT_SCHEMA, lying) != []
+    with pytest.raises(ValidationError):
+        AuditVerdict.model_validate(lying)
+    long_excerpt = {**document, "leaks": [{**document["leaks"][0], "excerpt": "x" * 201}]}
+    assert schema_errors(AUDIT_SCHEMA, long_excerpt) != []
+    with pytest.raises(ValidationError):
+        AuditVerdict.model_validate(long_excerpt)
+
+
+def test_a_few_thousand_files_are_audited_in_seconds(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    document = built.observation(1)
+    for sequence in range(3, 1003):
+        published = {**document, "sequence": sequence}
+        publish_bytes(
+            built.endpoint.observation_file(sequence), canonical_json(published), durable=False
+        )
+        for camera in CAMERAS:
+            publish_bytes(built.endpoint.image_file(sequence, camera), FRAME, durable=False)
+    started = time.monotonic()
+    verdict = scan_run(fast.run_dir)
+    elapsed = time.monotonic() - started
+    assert verdict.clean and verdict.files_scanned == 3010
+    assert elapsed < 10.0, f"{elapsed:.2f} s for {verdict.files_scanned} files"

@@ -1,0 +1,234 @@
+"""The coordinator on the real simulator: parallel blinded launches, resume after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, leaks_under, mailroom_exe
+from mailroom.mailbox.schemas import schema_errors
+
+pytestmark = pytest.mark.sim
+
+PROBE = REPO / "tests" / "actors" / "probe_actor.py"
+
+
+def _plan(tmp: Path, *args: str) -> Path:
+    out = tmp / "plan.json"
+    subprocess.run(
+        [mailroom_exe(), "plan", *args, "--out", str(out)], check=True, capture_output=True
+    )
+    return out
+
+
+def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
+    return {
+        p.parent.name: json.loads(p.read_text())
+        for p in sorted(run_dir.glob("episodes/*/result.json"))
+    }
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state  # dead, waiting to be reaped
+
+
+@pytest.fixture(scope="module")
+def development_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("launch")
+    plan = _plan(tmp, "--kind", "development")
+    run_dir, mailbox = tmp / "secret-run-dir", tmp / "mb"
+    proc = subprocess.run(
+        [
+            mailroom_exe(),
+            "launch",
+            str(plan),
+            "--profile",
+            "scripted_diagnostic",
+            "--run-dir",
+            str(run_dir),
+            "--mailbox-root",
+            str(mailbox),
+            "--workers",
+            "2",
+            "--max-policy-calls",
+            "4",
+            "--replan-interval",
+            "5",
+            "--response-timeout",
+            "60",
+            "--actor",
+            f"{sys.executable} {PROBE} {{endpoint}}",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    return {"proc": proc, "run_dir": run_dir, "mailbox": mailbox}
+
+
+def test_development_plan_completes_with_denominators_that_add_up(
+    development_run: dict[str, Any],
+) -> None:
+    proc = development_run["proc"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout)
+    results = _results(development_run["run_dir"])
+    assert len(results) == 5
+    for doc in results.values():
+        assert schema_errors("mailroom.episode_result/v1", doc) == []
+    o = report["overall"]
+    assert o["selected"] == 5 == o["completed"] + o["unattempted"]
+    assert o["completed"] == o["success"] + o["failure"] + o["errored"]
+    assert report["suites"]["libero_10"]["selected"] == 5
+
+
+def test_a_killed_actor_errors_its_own_episode_only(development_run: dict[str, Any]) -> None:
+    results = _results(development_run["run_dir"])
+    by_task = {doc["case"]["task_index"]: doc for doc in results.values()}
+    dead = by_task.pop(2)  # the actor kills itself on the only "moka" instruction
+    assert dead["outcome"] == "error" and dead["termination"] == "policy_error"
+    assert [(e["kind"], e["code"]) for e in dead["errors"]] == [("policy_error", "actor_exited")]
+    assert dead["counters"]["executed_controls"] == 5
+    for doc in by_task.values():
+        assert doc["outcome"] == "failure" and doc["truncation"] == "policy_call_cap"
+        assert (doc["counters"]["policy_calls"], doc["counters"]["executed_controls"]) == (4, 20)
+
+
+def test_actors_get_a_scrubbed_environment_and_nothing_that_names_the_run(
+    development_run: dict[str, Any],
+) -> None:
+    run_dir: Path = development_run["run_dir"]
+    probes = [
+        json.loads(p.read_text()) for p in development_run["mailbox"].glob("*/scratch/probe.json")
+    ]
+    assert len(probes) == 5
+    for probe in probes:
+        endpoint = Path(probe["argv"][1])
+        assert set(probe["env"]) == {"PATH", "LANG", "HOME"}
+        assert probe["env"]["HOME"] == probe["cwd"] == str(endpoint / "scratch")
+        assert str(endpoint) in probe["stdin"]  # the rendered instructions, nothing else
+        given = json.dumps(probe)
+        for private in (str(run_dir), run_dir.name, "libero", "20260907", "scripted_diagnostic"):
+            assert private not in given
+        assert _process_gone(probe["pid"])
+    assert (
+        leaks_under(
+            development_run["mailbox"],
+            [
+                run_dir.name,
+                "libero_10",
+                "LIVING_ROOM",
+                "KITCHEN",
+                ".bddl",
+                "20260907",
+                "init_state",
+            ],
+        )
+        == []
+    )
+
+
+def test_sigkill_mid_episode_then_resume(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "--kind", "task_coverage", "--suite", "libero_10", "--task-ids", "0,1,3")
+    run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
+    coordinator = subprocess.Popen(
+        [
+            mailroom_exe(),
+            "launch",
+            str(plan),
+            "--profile",
+            "scripted_diagnostic",
+            "--run-dir",
+            str(run_dir),
+            "--mailbox-root",
+            str(mailbox),
+            "--workers",
+            "1",
+            "--max-policy-calls",
+            "3",
+            "--response-timeout",
+            "60",
+            "--actor",
+            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.4",
+            "--json",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    second = run_dir / "episodes" / "libero_10-t001-i00-o0-s20260907-a1"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        events = second / "events.jsonl"
+        if events.exists() and b"observation_published" in events.read_bytes():
+            break
+        assert coordinator.poll() is None, "the launch ended before it could be interrupted"
+        time.sleep(0.05)
+    first_result = (
+        run_dir / "episodes" / "libero_10-t000-i00-o0-s20260907-a1" / "result.json"
+    ).read_bytes()
+    os.kill(coordinator.pid, signal.SIGKILL)
+    coordinator.wait()
+    probe = json.loads(next(mailbox.glob("*/scratch/probe.json")).read_text())  # any actor
+    time.sleep(1.0)
+    for probe_file in mailbox.glob("*/scratch/probe.json"):
+        assert _process_gone(json.loads(probe_file.read_text())["pid"]), "actor outlived the run"
+    assert probe["pid"] > 0
+    assert not (second / "result.json").exists()
+
+    resumed = subprocess.run(
+        [mailroom_exe(), "resume", str(run_dir), "--json", "--mailbox-root", str(mailbox)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    report = json.loads(resumed.stdout)["overall"]
+    assert (report["selected"], report["completed"], report["unattempted"]) == (3, 3, 0)
+    assert (report["failure"], report["errored"]) == (2, 1)
+    results = _results(run_dir)
+    assert sorted(results) == [
+        "libero_10-t000-i00-o0-s20260907-a1",
+        "libero_10-t001-i00-o0-s20260907-a1",  # kept: its actor had seen observations
+        "libero_10-t003-i00-o0-s20260907-a1",
+    ]
+    interrupted = results["libero_10-t001-i00-o0-s20260907-a1"]
+    assert [e["kind"] for e in interrupted["errors"]] == ["interrupted"]
+    assert interrupted["counters"]["policy_calls"] >= 0
+    assert (
+        run_dir / "episodes" / "libero_10-t000-i00-o0-s20260907-a1" / "result.json"
+    ).read_bytes() == first_result
+
+
+def test_audit_of_the_launched_run_finds_no_leak(development_run: dict[str, Any]) -> None:
+    run_dir: Path = development_run["run_dir"]
+    audit = subprocess.run(
+        [mailroom_exe(), "audit", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    verdict = json.loads(audit.stdout)
+    assert verdict["leaks"] == [] and verdict["clean"] is True
+    assert verdict["attempts_scanned"] == 5 and verdict["files_scanned"] > 5 * 4
+    assert json.loads((run_dir / "audit.json").read_text()) == verdict
+    started = [
+        json.loads(line)
+        for p in run_dir.glob("episodes/*/events.jsonl")
+        for line in p.read_text().splitlines()
+        if '"actor_started"' in line
+    ]
+    assert len(started) == 5
+    assert all(set(e["env"]) == {"PATH", "LANG", "HOME"} for e in started)
