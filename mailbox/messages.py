@@ -33,8 +33,9 @@ Bounded = Annotated[Number, Field(ge=-1, le=1)]
 ActionVector = Annotated[list[Bounded], Field(min_length=7, max_length=7)]
 
 
-class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+class WireComplete(BaseModel):
+    """On the wire (JSON mode) every field the frozen schema requires must be written,
+    even where the Python model has a default; `_may_be_absent` lists the optional ones."""
 
     _may_be_absent: ClassVar[frozenset[str]] = frozenset()
 
@@ -51,6 +52,10 @@ class Frozen(BaseModel):
             elif key not in data:
                 raise ValueError(f"missing field {key!r}")
         return data
+
+
+class Frozen(WireComplete):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from mailroom.mailbox.messages import WireComplete
+from pydantic import AfterValidator, ConfigDict, Field
 
 from .settings import BudgetMode, InvalidActionHandling
 
@@ -26,7 +28,21 @@ NonNegative = Annotated[int, Field(ge=0)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
-class Strict(BaseModel):
+def _rfc3339(value: str) -> str:
+    """A date-time as the frozen schema's `format: date-time` means it (with a zone)."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an RFC 3339 date-time") from exc
+    if parsed.tzinfo is None or "T" not in value.upper():
+        raise ValueError(f"{value!r} is not an RFC 3339 date-time with a time zone")
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_rfc3339)]
+
+
+class Strict(WireComplete):
     model_config = ConfigDict(extra="forbid")
 
 
@@ -107,8 +123,8 @@ class EpisodeResult(Strict):
     case: CaseRecord
     settings: SettingsRecord
     blinded: bool
-    started_at: str
-    finished_at: str
+    started_at: Timestamp
+    finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

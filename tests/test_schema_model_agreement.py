@@ -328,7 +328,7 @@ RESULT_INVALID = _mutated(
     },
 )
 # Where orchestrator/results.py does not mirror the frozen schema yet (see the reasons).
-RESULT_KNOWN_GAPS = _mutated(
+RESULT_WIRE_CASES = _mutated(
     RESULT,
     {
         "missing_schema": _set("schema", DELETE),
@@ -374,15 +374,8 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
     assert len(RESPONSE_INVALID) >= 30
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "orchestrator/results.py: defaulted fields (schema, counters, usage) are optional "
-        "to the model but required by the frozen schema, and started_at/finished_at are "
-        "plain strings where the schema asks for date-time"
-    ),
-)
-@pytest.mark.parametrize("name", [n for n, _ in RESULT_KNOWN_GAPS])
-def test_result_model_gaps(name: str) -> None:
-    doc = dict(RESULT_KNOWN_GAPS)[name]
+@pytest.mark.parametrize("name", [n for n, _ in RESULT_WIRE_CASES])
+def test_result_model_requires_what_the_schema_requires(name: str) -> None:
+    """Defaults exist for building results in Python; on the wire every field is due."""
+    doc = dict(RESULT_WIRE_CASES)[name]
     assert _verdicts("mailroom.episode_result/v1", EpisodeResult, doc) == (False, False)
