@@ -130,24 +130,18 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
 
 
 def _register() -> None:
+    """Each command family lives in its own module."""
+    from .cli_audit import register as register_audit
+    from .cli_bench import bench
     from .cli_catalog import register as register_catalog
     from .cli_check import check_response
-
-    main.add_command(check_response)
-
+    from .cli_export import export
     from .cli_launch import launch, report, resume, status
 
-    for command in (launch, resume, status, report):
+    for command in (check_response, launch, resume, status, report, bench, export):
         main.add_command(command)
     register_catalog(main)
-
-    from .cli_audit import register as register_audit
-
     register_audit(main)
-
-    from .cli_export import export
-
-    main.add_command(export)
 
 
 _register()

@@ -29,7 +29,7 @@ class EpisodeEvidence:
         self._events = (self.directory / EVENTS_FILE).open("a", encoding="utf-8")
         self._steps = (self.directory / STEPS_FILE).open("a", encoding="utf-8")
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, /, **fields: Any) -> None:
         record = {"t": round(time.time(), 6), "event": kind, **fields}
         self._events.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         self._events.flush()

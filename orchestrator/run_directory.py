@@ -101,7 +101,7 @@ class RunDirectory:
         self.root.mkdir(parents=True, exist_ok=True)
         publish_json(self.manifest_path, manifest)
 
-    def event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, /, **fields: Any) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         record = {"t": round(time.time(), 6), "event": kind, **fields}
         line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"

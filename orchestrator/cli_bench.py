@@ -1,0 +1,98 @@
+"""`mailroom bench`: the performance figures of this machine, printed from one run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .cli_common import console
+
+TARGETS = {
+    "overhead_ms_p50": ("<=", 5.0),
+    "detect_ms_p50_inotify": ("<=", 2.0),
+    "speedup_vs_render_every_control": (">=", 3.0),
+    "workers_2_over_1": (">=", 1.7),
+}
+
+
+def _meets(value: float | None, op: str, target: float) -> str:
+    if value is None:
+        return "n/a"
+    ok = value <= target if op == "<=" else value >= target
+    return "yes" if ok else "NO"
+
+
+@click.command()
+@click.option(
+    "--decisions",
+    type=click.IntRange(min=5),
+    default=40,
+    show_default=True,
+    help="Decisions per measured episode.",
+)
+@click.option("--replan-interval", "k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--episodes",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="Episodes for the 1- and 2-worker throughput runs.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object (headline keys plus details)."
+)
+def bench(decisions: int, k: int, episodes: int, as_json: bool) -> None:
+    """Measure where each decision's time goes, on the real simulator (takes minutes)."""
+    from .bench import run_bench
+
+    with console.status("benchmarking") as status:
+        figures: dict[str, Any] = run_bench(
+            decisions=decisions,
+            k=k,
+            episodes=episodes,
+            progress=lambda what: status.update(f"benchmarking: {what}"),
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+        return
+    details = figures["details"]
+    phases = Table(title=f"per decision at K={k} (instant actor, real mailbox)")
+    phases.add_column("phase")
+    phases.add_column("p50 ms", justify="right")
+    phases.add_column("p95 ms", justify="right")
+    for name, row in {
+        **details["mailbox"]["phases"],
+        "orchestrator overhead": details["mailbox"]["overhead"],
+    }.items():
+        phases.add_row(name, str(row["p50_ms"]), str(row["p95_ms"]))
+    console.print(phases)
+    headline = Table(title="headline figures")
+    headline.add_column("figure")
+    headline.add_column("value", justify="right")
+    headline.add_column("target")
+    headline.add_column("met")
+    for key in (
+        "overhead_ms_p50",
+        "detect_ms_p50_inotify",
+        "detect_ms_p50_polling",
+        "speedup_vs_render_every_control",
+        "workers_2_over_1",
+        "peak_rss_mb_per_worker",
+    ):
+        op, target = TARGETS.get(key, ("", 0.0))
+        headline.add_row(
+            key,
+            str(figures[key]),
+            f"{op} {target:g}" if op else "",
+            _meets(figures[key], op, target) if op else "",
+        )
+    console.print(headline)
+    console.print(
+        f"delivered images identical to the naive loop: {details['delivered_images_identical']}; "
+        f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
+        f"reused env {details['first_observation']['reused_env_s']} s"
+    )
