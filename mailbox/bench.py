@@ -66,7 +66,7 @@ def measure_detection(mode: WatchMode, n: int = 200, *, seed: int = 0) -> dict[s
                 written_at[i] = time.perf_counter()
                 os.replace(temporary, final)
 
-        with InboxWatcher(endpoint.inbox, mode=mode) as watcher:
+        with InboxWatcher(endpoint.held.watch_path("inbox"), mode=mode) as watcher:
             receiver = ResponseReceiver(endpoint, Path(tmp) / "private", watcher)
             thread = threading.Thread(target=writer, daemon=True)
             thread.start()

@@ -4,7 +4,7 @@ The file is taken out of the actor-visible inbox into the orchestrator's private
 evidence before it is parsed. The private name is created exclusively, so a name can be
 claimed once only: a second file under an already-claimed name is a typed duplicate,
 never a second decision. Symlinks, hard-linked files and anything but a regular file
-are never read.
+are never read, and the inbox is reached through a held descriptor only.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .anchor import DIR_FLAGS
 from .parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -59,23 +60,38 @@ def _already_claimed() -> ProtocolError:
     )
 
 
-def _open_regular(path: Path) -> int | ProtocolError:
+def _open_regular(name: str | Path, dir_fd: int | None = None) -> int | ProtocolError:
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return ProtocolError(ProtocolReason.SYMLINK, "response files must not be symlinks")
         return _unreadable("open", exc)
-    problem = _inspect(os.fstat(fd))
+    try:
+        problem = _inspect(os.fstat(fd))
+    except OSError as exc:
+        problem = _unreadable("stat", exc)
     if problem is not None:
         os.close(fd)
         return problem
     return fd
 
 
-def _copy_exclusively(source: Path, evidence: Path) -> ProtocolError | None:
+def _read_regular(name: str | Path, dir_fd: int | None = None) -> bytes | ProtocolError:
+    opened = _open_regular(name, dir_fd)
+    if isinstance(opened, ProtocolError):
+        return opened
+    try:
+        return _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
+    except OSError as exc:
+        return _unreadable("read", exc)
+    finally:
+        os.close(opened)
+
+
+def _copy_exclusively(inbox_fd: int, name: str, evidence: Path) -> ProtocolError | None:
     """Private copy of the bounded bytes, for when the inode cannot be linked."""
-    copied = read_response_copy(source)
+    copied = _read_regular(name, inbox_fd)
     if isinstance(copied, ProtocolError):
         return copied
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -89,40 +105,46 @@ def _copy_exclusively(source: Path, evidence: Path) -> ProtocolError | None:
         view = memoryview(copied)
         while view:
             view = view[os.write(fd, view) :]
+    except OSError as exc:
+        return _unreadable("keep", exc)
     finally:
         os.close(fd)
     return None
 
 
-def _same_inode(path: Path, st: os.stat_result) -> bool:
+def _same_inode(inbox_fd: int, name: str, st: os.stat_result) -> bool:
     try:
-        now = os.lstat(path)
+        now = os.stat(name, dir_fd=inbox_fd, follow_symlinks=False)
     except OSError:
         return False
     return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
-def claim_response(source: Path, evidence: Path) -> Claimed | ProtocolError:
-    """Take `source` out of the inbox into `evidence` (private); return its bytes.
+def claim_from(inbox_fd: int, name: str, evidence: Path) -> Claimed | ProtocolError:
+    """Take `name` out of the inbox held by `inbox_fd` into `evidence` (private).
 
     Maildir's own move: link() to the private name, then unlink() the inbox name. (A
     rename out of a watched directory is an unmatched IN_MOVED_FROM, which watchdog 7's
     InotifyMoveEventGrouper holds back for half a second, delaying every later event of
     that watch. Keep link and unlink.) The link fails if the private name exists, which
     is what makes a claim exactly-once. Reads at most one byte past the parser's cap,
-    so a huge file costs nothing.
+    so a huge file costs nothing. The inbox is only ever reached through its
+    descriptor: an `inbox/` the actor replaced (by a symlink, say) is never followed.
     """
     try:
-        st = os.lstat(source)
+        st = os.stat(name, dir_fd=inbox_fd, follow_symlinks=False)
     except OSError as exc:
         return _unreadable("stat", exc)
     problem = _inspect(st)
     if problem is not None:
         return problem
-    evidence.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        evidence.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _unreadable("keep", exc)
     taken = st
     try:
-        os.link(source, evidence, follow_symlinks=False)
+        os.link(name, evidence, src_dir_fd=inbox_fd, follow_symlinks=False)
         taken = os.lstat(evidence)
     except FileExistsError:
         return _already_claimed()
@@ -130,38 +152,36 @@ def claim_response(source: Path, evidence: Path) -> Claimed | ProtocolError:
         # Another filesystem, or a file we may not link (protected_hardlinks): copy.
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
             return _unreadable("claim", exc)
-        copy_problem = _copy_exclusively(source, evidence)
+        copy_problem = _copy_exclusively(inbox_fd, name, evidence)
         if copy_problem is not None:
             return copy_problem
     # Unlink only the file that was taken: one put under the same name since is left
     # in the inbox, where it shows up as a duplicate.
-    if _same_inode(source, taken):
+    if _same_inode(inbox_fd, name, taken):
         try:
-            source.unlink()
+            os.unlink(name, dir_fd=inbox_fd)
         except FileNotFoundError:
             pass
         except OSError as exc:
             return _unreadable("claim", exc)
-    opened = _open_regular(evidence)
-    if isinstance(opened, ProtocolError):
-        return opened
-    try:
-        data = _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
-    except OSError as exc:
-        return _unreadable("read", exc)
-    finally:
-        os.close(opened)
+    data = _read_regular(evidence)
+    if isinstance(data, ProtocolError):
+        return data
     return Claimed(data=data, evidence=evidence)
+
+
+def claim_response(source: Path, evidence: Path) -> Claimed | ProtocolError:
+    """`claim_from` for a file named by path (its directory is held for the claim)."""
+    try:
+        inbox_fd = os.open(source.parent, DIR_FLAGS)
+    except OSError as exc:
+        return _unreadable("open the directory of", exc)
+    try:
+        return claim_from(inbox_fd, source.name, evidence)
+    finally:
+        os.close(inbox_fd)
 
 
 def read_response_copy(path: Path) -> bytes | ProtocolError:
     """Read a response without claiming it (offline checks): same file rules, same cap."""
-    opened = _open_regular(path)
-    if isinstance(opened, ProtocolError):
-        return opened
-    try:
-        return _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
-    except OSError as exc:
-        return _unreadable("read", exc)
-    finally:
-        os.close(opened)
+    return _read_regular(path)

@@ -5,14 +5,21 @@ orchestrator's own user and every directory is owner-only. With `actor_gid` (a g
 whose only other member is the actor's user) the actor gets in through that group:
 it may read the outbox and write the inbox and scratch; nobody else may enter. The
 mailbox root itself is traverse-only for others, so endpoints cannot be listed.
+
+Permissions do not stop an actor that runs as the orchestrator's own user: the
+directories are also held open from the moment they are made (`anchor.EndpointDirs`),
+and all endpoint I/O goes through those descriptors, never through a path the actor
+could have replaced.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .anchor import DIR_FLAGS, SUBDIRS, EndpointDirs
 
 TOKEN_BYTES = 16  # 128 random bits
 ROOT_MODE = 0o711
@@ -24,7 +31,21 @@ GROUP_MODES = (0o750, 0o2750, 0o2770, 0o2770)
 
 @dataclass(frozen=True)
 class Endpoint:
+    """An endpoint's names, and (for a real one) its held directories.
+
+    An endpoint made only of a path names files (for in-process transports, reports);
+    one from `create_endpoint` or `open_endpoint` also holds its directories open.
+    """
+
     root: Path
+    dirs: EndpointDirs | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def held(self) -> EndpointDirs:
+        """The held directories; an endpoint that is only a name has none."""
+        if self.dirs is None:
+            raise ValueError("this endpoint is a name only; open_endpoint() holds it")
+        return self.dirs
 
     @property
     def token(self) -> str:
@@ -74,18 +95,39 @@ def create_endpoint(mailbox_root: Path, *, actor_gid: int | None = None) -> Endp
     """Create a fresh endpoint that only the orchestrator and the actor may enter.
 
     The name is random and independent of the case; nothing private goes under the root.
+    The folders are made, given their modes and opened relative to the endpoint's own
+    descriptor, so what is held is exactly what was made.
     """
     if not mailbox_root.exists():
         mailbox_root.mkdir(parents=True, mode=ROOT_MODE)
         os.chmod(mailbox_root, ROOT_MODE)
-    endpoint = Endpoint(mailbox_root / new_token())
-    paths = (endpoint.root, endpoint.outbox, endpoint.inbox, endpoint.scratch)
-    for path in paths:
-        path.mkdir(mode=OWNER_ONLY)  # exclusive: a fresh token never meets an old directory
-    for path, mode in zip(paths, GROUP_MODES, strict=True):
-        if actor_gid is None:
-            os.chmod(path, OWNER_ONLY)
-        else:
-            os.chown(path, -1, actor_gid)  # before chmod: a chown may clear setgid
-            os.chmod(path, mode)
-    return endpoint
+    root = mailbox_root / new_token()
+    root.mkdir(mode=OWNER_ONLY)  # exclusive: a fresh token never meets an old directory
+    fds: list[int] = []
+    try:
+        fds.append(os.open(root, DIR_FLAGS))
+        for name in SUBDIRS:
+            os.mkdir(name, OWNER_ONLY, dir_fd=fds[0])
+            fds.append(os.open(name, DIR_FLAGS, dir_fd=fds[0]))
+        for fd, mode in zip(fds, GROUP_MODES, strict=True):
+            if actor_gid is None:
+                os.chmod(fd, OWNER_ONLY)
+            else:
+                os.chown(fd, -1, actor_gid)  # before chmod: a chown may clear setgid
+                os.chmod(fd, mode)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    dirs = EndpointDirs(root, fds[0], dict(zip(SUBDIRS, fds[1:], strict=True)))
+    return Endpoint(root, dirs)
+
+
+def open_endpoint(root: Path) -> Endpoint:
+    """Hold an endpoint that exists already (made by `create_endpoint` earlier)."""
+    return Endpoint(root, EndpointDirs.open(root))
+
+
+def held_endpoint(endpoint: Endpoint) -> Endpoint:
+    """`endpoint` itself when it holds its directories, else a holding copy."""
+    return endpoint if endpoint.dirs is not None else open_endpoint(endpoint.root)

@@ -1,11 +1,37 @@
-"""Atomic, durable publication: temp name in the same directory, fsync, rename, fsync dir."""
+"""Atomic, durable publication: temp name in the same directory, fsync, rename, fsync dir.
+
+`publish_bytes` writes the orchestrator's own (private) files by path.
+`publish_into` does the same inside a held directory, by descriptor only, and
+`publish_to_outbox` publishes into an endpoint's held `outbox/` after checking that the
+actor has not tampered with the endpoint.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import secrets
 from pathlib import Path
+
+from .anchor import EndpointDirs, EndpointTamperedError
+
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# Failures a file or folder the actor put in the way can cause (a directory under the
+# final name, an immutable outbox...), as opposed to the machine's own (ENOSPC, EIO).
+_OBSTRUCTED = frozenset(
+    {
+        errno.EISDIR,
+        errno.ENOTDIR,
+        errno.ENOTEMPTY,
+        errno.EEXIST,
+        errno.ELOOP,
+        errno.EACCES,
+        errno.EPERM,
+        errno.EBUSY,
+    }
+)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -40,6 +66,65 @@ def publish_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
         raise
     if durable:
         fsync_directory(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _plain_name(name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a plain file name: {name!r}")
+
+
+def publish_into(dir_fd: int, name: str, data: bytes, *, durable: bool = True) -> None:
+    """`publish_bytes` inside the directory held by `dir_fd`: no path is ever resolved."""
+    _plain_name(name)
+    tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        _discard(tmp, dir_fd)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        _discard(tmp, dir_fd)
+        raise
+    if durable:
+        os.fsync(dir_fd)
+
+
+def _discard(name: str, dir_fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def publish_to_outbox(dirs: EndpointDirs, name: str, data: bytes, *, durable: bool = True) -> None:
+    """Publish `outbox/<name>` through the held outbox.
+
+    Raises `EndpointTamperedError` when the endpoint is not as created (checked before
+    and after), or when something the actor put in the way stops the publication. Other
+    OSErrors (a full disk) are the machine's and pass through unchanged.
+    """
+    dirs.check()
+    try:
+        publish_into(dirs.outbox_fd, name, data, durable=durable)
+    except OSError as exc:
+        dirs.check()
+        if exc.errno in _OBSTRUCTED:
+            raise EndpointTamperedError(
+                f"outbox/{name} could not be published: {exc.strerror}"
+            ) from exc
+        raise
+    dirs.check()
 
 
 def canonical_json(document: object) -> bytes:

@@ -9,25 +9,32 @@ Hidden names (a leading '.') and names that are not `resp-<n>.json` are ignored.
 
 Every file taken goes to the private directory: the decision under its inbox name,
 anything else under `strays/`.
+
+The inbox is listed and claimed from through the endpoint's held descriptor, and every
+look first checks that the endpoint is as created: a moved, replaced, removed or
+re-permissioned endpoint root, `outbox/` or `inbox/` is `endpoint_tampered`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
-import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .claim import Claimed, claim_response
-from .endpoint import Endpoint
+from .anchor import tampered
+from .claim import Claimed, claim_from
+from .endpoint import Endpoint, held_endpoint
 from .parser import ActionLimits, ParseOutcome, ProtocolError, ProtocolReason, parse_response
 from .watcher import InboxWatcher
 
+# A listing refused for these reasons means the inbox is not what it was made to be.
+_LISTING_REFUSED = frozenset({errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.ENOENT})
 RESPONSE_NAME = re.compile(r"resp-([1-9][0-9]{0,17})\.json")
 StrayKind = Literal["duplicate", "unexpected", "late"]
 
@@ -74,10 +81,6 @@ def response_sequence(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _identity(st: os.stat_result) -> tuple[int, int]:
-    return (st.st_dev, st.st_ino)
-
-
 def _is_under(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
@@ -86,45 +89,45 @@ class ResponseReceiver:
     def __init__(self, endpoint: Endpoint, private_dir: Path, watcher: InboxWatcher) -> None:
         if _is_under(private_dir, endpoint.mailbox_root):
             raise ValueError("private evidence must live outside the mailbox root")
-        self.endpoint = endpoint
+        self.endpoint = held_endpoint(endpoint)
+        self.dirs = self.endpoint.held
         self.private_dir = private_dir
         self.watcher = watcher
-        self._inbox = _identity(os.lstat(endpoint.inbox))
         self._claimed: set[int] = set()
         # Files judged but left in the inbox (symlinks, directories...), by inode.
         self._left: set[tuple[str, int]] = set()
         self._strays = 0
 
-    def _inbox_problem(self) -> ProtocolError | None:
-        try:
-            st = os.lstat(self.endpoint.inbox)
-        except OSError:
-            st = None
-        if st is None or not stat.S_ISDIR(st.st_mode) or _identity(st) != self._inbox:
-            return ProtocolError(ProtocolReason.ENDPOINT_TAMPERED, "inbox/ was removed or replaced")
-        return None
-
     def _responses(self) -> list[tuple[int, str]] | ProtocolError:
         """Response names in the inbox, by sequence, leaving out those already judged."""
-        problem = self._inbox_problem()
+        problem = self.dirs.problem()
         if problem is not None:
-            return problem
+            return tampered(problem)
+        inbox_fd = self.dirs.inbox_fd
         found: list[tuple[int, str]] = []
         try:
-            with os.scandir(self.endpoint.inbox) as entries:
+            with os.scandir(inbox_fd) as entries:
                 for entry in entries:
                     sequence = response_sequence(entry.name)
                     if sequence is None:
                         continue
                     try:
                         inode = entry.stat(follow_symlinks=False).st_ino
-                    except FileNotFoundError:
+                    except OSError:
                         continue  # gone again since the listing: nothing to judge
                     if (entry.name, inode) not in self._left:
                         found.append((sequence, entry.name))
-        except OSError:
-            return ProtocolError(ProtocolReason.ENDPOINT_TAMPERED, "inbox/ cannot be listed")
+        except OSError as exc:
+            message = f"inbox/ cannot be listed: {exc.strerror}"
+            if exc.errno in _LISTING_REFUSED:
+                return tampered(message)
+            return ProtocolError(ProtocolReason.UNREADABLE, message)
         return sorted(found)
+
+    def _unless_tampered(self, outcome: ParseOutcome) -> ParseOutcome:
+        """Tampering seen after a claim decides over its outcome (the evidence is kept)."""
+        problem = self.dirs.problem()
+        return outcome if problem is None else tampered(problem)
 
     def _look(self, sequence: int) -> _Sighting | None:
         found = self._responses()
@@ -139,12 +142,13 @@ class ResponseReceiver:
 
     def _leave(self, name: str) -> None:
         with contextlib.suppress(OSError):
-            self._left.add((name, os.lstat(self.endpoint.inbox / name).st_ino))
+            st = os.stat(name, dir_fd=self.dirs.inbox_fd, follow_symlinks=False)
+            self._left.add((name, st.st_ino))
 
     def _take_stray(self, kind: StrayKind, sequence: int, name: str) -> StrayResponse:
         self._strays += 1
         evidence = self.private_dir / "strays" / f"{self._strays:03d}-{kind}-{name}"
-        claimed = claim_response(self.endpoint.inbox / name, evidence)
+        claimed = claim_from(self.dirs.inbox_fd, name, evidence)
         if isinstance(claimed, ProtocolError):
             self._leave(name)
             return StrayResponse(kind, name, sequence, None, None, None, claimed.reason)
@@ -176,13 +180,13 @@ class ResponseReceiver:
                     f"{name} answers no open request (awaiting resp-{sequence}.json)",
                 )
             return Reception(outcome=error, name=name, stray=stray)
-        claimed = claim_response(self.endpoint.inbox / name, self.private_dir / name)
+        claimed = claim_from(self.dirs.inbox_fd, name, self.private_dir / name)
         if isinstance(claimed, ProtocolError):
             self._leave(name)
-            return Reception(outcome=claimed, name=name)
+            return Reception(outcome=self._unless_tampered(claimed), name=name)
         self._claimed.add(sequence)
         outcome = parse_response(claimed.data, expected_request_id=request_id, limits=limits)
-        return Reception(outcome=outcome, name=name, claimed=claimed)
+        return Reception(outcome=self._unless_tampered(outcome), name=name, claimed=claimed)
 
     def sweep_late(self) -> list[StrayResponse]:
         """After the episode closed: take every response file still arriving, as evidence.

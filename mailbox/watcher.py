@@ -5,6 +5,11 @@ waiter re-checks the directory at least every `scan_interval`, so a missed event
 at most one interval. An observer that cannot start, whose threads die, or whose kernel
 event queue overflows is detected: the watcher records why, stops it, and falls back
 to scanning every `FALLBACK_SCAN_INTERVAL`. It never hangs.
+
+Given the path of a held directory (`EndpointDirs.watch_path`, a `/proc/self/fd` magic
+link), the observer watches that directory wherever the actor moves it, and never
+whatever the actor put under its old name. The polling observer never follows a
+symlink inside the inbox either.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
-from watchdog.observers.polling import PollingObserver
+from watchdog.observers.polling import PollingObserverVFS
 
 WatchMode = Literal["inotify", "polling"]
 DEFAULT_SCAN_INTERVAL = 0.25
@@ -89,18 +94,33 @@ def _stop(observer: BaseObserver) -> None:
         observer.join(timeout=2.0)
 
 
+def _stat_without_following(top: str) -> Callable[[str], os.stat_result]:
+    """The polling snapshot's stat: `top` itself as given, everything in it by lstat."""
+
+    def stat(path: str) -> os.stat_result:
+        return os.stat(path) if path == top else os.lstat(path)
+
+    return stat
+
+
 class InboxWatcher:
-    """Watches one inbox directory for the lifetime of an episode."""
+    """Watches one inbox directory for the lifetime of an episode.
+
+    `inbox` may be a held directory's `/proc/self/fd/<n>` path: it is then followed once,
+    to the held directory, and nothing below it is ever followed.
+    """
 
     def __init__(
         self,
         inbox: Path,
         mode: WatchMode = "inotify",
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
+        polling_interval: float = POLLING_INTERVAL,
     ) -> None:
         self.inbox = inbox
         self.mode: WatchMode = mode
         self.scan_interval = scan_interval
+        self.polling_interval = polling_interval
         self.fallback_reason: FallbackReason | None = None
         self.fallback_detail: str | None = None
         self._event = threading.Event()
@@ -122,7 +142,11 @@ class InboxWatcher:
 
     def _new_observer(self) -> BaseObserver:
         if self.mode == "polling":
-            return PollingObserver(timeout=POLLING_INTERVAL)
+            return PollingObserverVFS(
+                stat=_stat_without_following(str(self.inbox)),
+                listdir=os.scandir,
+                polling_interval=self.polling_interval,
+            )
         return InotifyObserver(self._note_overflow)
 
     def _fall_back(self, reason: FallbackReason, detail: str) -> None:
@@ -133,7 +157,10 @@ class InboxWatcher:
         observer: BaseObserver | None = None
         try:
             observer = self._new_observer()
-            observer.schedule(_Wakeup(self._event), str(self.inbox), recursive=False)
+            # Following only the watched path itself: a held directory's magic link.
+            observer.schedule(
+                _Wakeup(self._event), str(self.inbox), recursive=False, follow_symlink=True
+            )
             observer.start()
         except Exception as exc:  # any failure to watch: the scan still finds files
             self._fall_back(FallbackReason.START_FAILED, f"{type(exc).__name__}: {exc}")

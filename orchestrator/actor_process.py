@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .lifetime import die_with_parent
+from .lifetime import die_with_this_process
+from .settings import ActorLimits
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -19,9 +21,40 @@ def scrubbed_environment(home: Path) -> dict[str, str]:
     return {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": str(home)}
 
 
+def _limit_resources(limits: ActorLimits) -> list[tuple[int, int]]:
+    wanted: list[tuple[int, int]] = []
+    if limits.cpu_seconds is not None:
+        wanted.append((resource.RLIMIT_CPU, limits.cpu_seconds))
+    if limits.file_size_mb is not None:
+        wanted.append((resource.RLIMIT_FSIZE, limits.file_size_mb * 1024 * 1024))
+    if limits.open_files is not None:
+        wanted.append((resource.RLIMIT_NOFILE, limits.open_files))
+    return wanted
+
+
+def _child_setup(rlimits: list[tuple[int, int]]) -> Callable[[], None]:
+    """Runs in the actor between fork and exec: die with the worker, apply the limits."""
+    die = die_with_this_process()
+
+    def setup() -> None:
+        die()
+        for which, value in rlimits:
+            resource.setrlimit(which, (value, value))
+
+    return setup
+
+
 class ActorProcess:
-    def __init__(self, argv: Sequence[str], *, instructions: str, workdir: Path) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        instructions: str,
+        workdir: Path,
+        limits: ActorLimits | None = None,
+    ) -> None:
         self.argv = list(argv)
+        self.limits = limits or ActorLimits()
         self.env = scrubbed_environment(workdir)
         self.workdir = workdir
         self._proc = subprocess.Popen(
@@ -33,7 +66,7 @@ class ActorProcess:
             env=self.env,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=_child_setup(_limit_resources(self.limits)),
         )
         assert self._proc.stdin is not None
         try:
@@ -43,7 +76,13 @@ class ActorProcess:
             pass  # an actor that exits at once is judged by what it wrote, not here
 
     def description(self) -> dict[str, object]:
-        return {"pid": self._proc.pid, "argv": self.argv, "env": self.env, "cwd": str(self.workdir)}
+        return {
+            "pid": self._proc.pid,
+            "argv": self.argv,
+            "env": self.env,
+            "cwd": str(self.workdir),
+            "limits": self.limits.model_dump(),
+        }
 
     @property
     def pid(self) -> int:

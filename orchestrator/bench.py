@@ -6,6 +6,7 @@ this machine; ratios compare paths measured in that same run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.mailbox.watcher import InboxWatcher
 
 from .cases import Case
 from .headless import simulator_chatter_to_stderr
@@ -45,6 +47,10 @@ def _ms(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
+def _first_present(*paths: Path) -> Path | None:
+    return next((p for p in paths if p.exists()), None)
+
+
 class InstantActor:
     """Answers every observation at once with a full chunk (the mailbox, not a model)."""
 
@@ -57,29 +63,43 @@ class InstantActor:
         self._thread.start()
 
     def _run(self) -> None:
+        # Waits on inotify like a well-written actor: no spinning that would steal the
+        # orchestrator's CPU and inflate its figures.
         outbox, sequence = self.endpoint / "outbox", 1
-        while not self._halt.is_set():
-            obs = outbox / f"obs-{sequence}.json"
-            if not obs.exists():
-                if (outbox / "closed.json").exists():
+        watcher = InboxWatcher(outbox)
+        watcher.start()
+        try:
+            while not self._halt.is_set():
+                seen = watcher.wait_until(
+                    functools.partial(
+                        _first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
+                    ),
+                    timeout=1.0,
+                )
+                if seen is None:
+                    continue
+                if seen.name == "closed.json":
                     return
-                time.sleep(0.0005)
-                continue
-            document = json.loads(obs.read_text())
-            body = json.dumps(
-                {
-                    "schema": "mailroom.response/v1",
-                    "request_id": document["request_id"],
-                    "decision": "act",
-                    "actions": [ACTION] * self.chunk,
-                }
-            )
-            final = self.endpoint / document["response_file"]
-            tmp = final.with_name(".tmp-" + final.name)
-            tmp.write_text(body)
-            os.replace(tmp, final)
-            self.written_at[sequence] = time.perf_counter()
-            sequence += 1
+                self._answer(seen, sequence)
+                sequence += 1
+        finally:
+            watcher.stop()
+
+    def _answer(self, obs: Path, sequence: int) -> None:
+        document = json.loads(obs.read_text())
+        body = json.dumps(
+            {
+                "schema": "mailroom.response/v1",
+                "request_id": document["request_id"],
+                "decision": "act",
+                "actions": [ACTION] * self.chunk,
+            }
+        )
+        final = self.endpoint / document["response_file"]
+        tmp = final.with_name(".tmp-" + final.name)
+        tmp.write_text(body)
+        os.replace(tmp, final)
+        self.written_at[sequence] = time.perf_counter()
 
     def description(self) -> dict[str, object]:
         return {"kind": "in-process benchmark actor"}
@@ -264,14 +284,18 @@ def episodes_per_hour(workers: int, episodes: int, workdir: Path) -> dict[str, f
         record="minimal",
     )
     peaks: list[float] = []
+    outcomes: list[str] = []
 
     def listen(kind: str, payload: tuple[Any, ...]) -> None:
         if kind == "finished":
             peaks.append(float(payload[3]))
+            outcomes.append(str(payload[2]))
 
     started = time.perf_counter()
-    run_work(config, [Work(c, 1) for c in cases], workers, listen)
+    lost = run_work(config, [Work(c, 1) for c in cases], workers, listen)
     elapsed = time.perf_counter() - started
+    if lost or len(outcomes) != episodes or "error" in outcomes:
+        raise RuntimeError(f"throughput run with {workers} workers had errors: {lost or outcomes}")
     return {
         "episodes_per_hour": round(episodes * 3600 / elapsed, 1),
         "peak_rss_mb": round(max(peaks), 1) if peaks else 0.0,

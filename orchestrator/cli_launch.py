@@ -17,7 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .cli_common import EXIT_OK, console
-from .settings import BudgetMode, InvalidActionHandling, RecordMode, RunSettings, WatchMode
+from .settings import (
+    ActorLimits,
+    BudgetMode,
+    InvalidActionHandling,
+    RecordMode,
+    RunSettings,
+    WatchMode,
+)
 
 EXIT_INCOMPLETE = 4
 EXIT_CONFLICT = 5
@@ -143,6 +150,7 @@ def _execute(
                 settings=settings,
                 actor_command=actor_command,
                 record=record,
+                limits=ActorLimits.model_validate(_load_profile(profile).get("limits", {})),
             )
             counts = {"success": 0, "failure": 0, "error": 0}
             with Progress(

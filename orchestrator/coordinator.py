@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing as mp
+import os
 import queue
 import resource
 import signal
@@ -25,7 +26,7 @@ from .lifetime import die_with_parent
 from .reporter import disclosed_attempts
 from .results import EpisodeResult
 from .run_directory import AttemptRecord, CorruptResult, RunDirectory
-from .settings import RecordMode, RunSettings
+from .settings import ActorLimits, RecordMode, RunSettings
 
 WORK_POLL_S = 0.5
 
@@ -37,6 +38,7 @@ class LaunchConfig:
     settings: RunSettings
     actor_command: list[str] | None
     record: RecordMode
+    limits: ActorLimits = field(default_factory=ActorLimits)
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,8 @@ def _forward_launch(report_q: Any, item: Work, text: str) -> None:
     report_q.put(("launch_message", item.case.case_id, item.attempt, text))
 
 
-def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any) -> None:
-    die_with_parent()
+def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from .catalog import reference_horizon
     from .episode import process_launcher, run_blinded_episode
@@ -136,7 +138,11 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any) -> None:
 
     settings = config.settings
     adapter: LiberoAdapter | None = None
-    launcher = None if config.actor_command is None else process_launcher(config.actor_command)
+    launcher = (
+        None
+        if config.actor_command is None
+        else process_launcher(config.actor_command, config.limits)
+    )
     try:
         while True:
             group = work_q.get()
@@ -158,6 +164,7 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any) -> None:
                         mailbox_root=config.mailbox_root,
                         launch_actor=launcher,
                         record=config.record,
+                        limits=config.limits,
                         on_launch_message=functools.partial(_forward_launch, report_q, item),
                     )
                 except Exception as exc:  # outside the runner's typed handling
@@ -190,7 +197,7 @@ def run_work(
     for _ in range(n):
         work_q.put(None)
     procs: list[BaseProcess] = [
-        ctx.Process(target=_worker_main, args=(config, work_q, report_q), daemon=False)
+        ctx.Process(target=_worker_main, args=(config, work_q, report_q, os.getpid()), daemon=False)
         for _ in range(n)
     ]
     for proc in procs:

@@ -20,8 +20,8 @@ from .mailbox_transport import MailboxTransport
 from .policy_transport import Policy, PolicyTransport
 from .results import EpisodeResult
 from .runner import EpisodeRequest, EpisodeRunner, FrameSink
-from .settings import RecordMode, RunSettings
-from .transport import ActorLivenessGuard, Transport
+from .settings import ActorLimits, RecordMode, RunSettings
+from .transport import ActorCheck, ActorGuard, PolicyFailed, Transport
 from .video import EpisodeVideo
 
 
@@ -39,14 +39,38 @@ class ActorHandle(Protocol):
 ActorLauncher = Callable[[Endpoint, str], ActorHandle]
 
 
-def process_launcher(command: Sequence[str]) -> ActorLauncher:
+def process_launcher(command: Sequence[str], limits: ActorLimits | None = None) -> ActorLauncher:
     """An actor process per episode from an argv template (`{endpoint}`, `{python}`)."""
 
     def launch(endpoint: Endpoint, instructions: str) -> ActorHandle:
         argv = render_command(command, endpoint=str(endpoint.root), python=sys.executable)
-        return ActorProcess(argv, instructions=instructions, workdir=endpoint.scratch)
+        return ActorProcess(
+            argv, instructions=instructions, workdir=endpoint.scratch, limits=limits
+        )
 
     return launch
+
+
+def scratch_quota(mailbox: MailboxTransport, limits: ActorLimits) -> ActorCheck:
+    """What the actor keeps in its endpoint must stay within the declared quota."""
+    max_files = limits.scratch_quota_files
+    max_bytes = None if limits.scratch_quota_mb is None else limits.scratch_quota_mb << 20
+
+    def check() -> PolicyFailed | None:
+        if max_files is None and max_bytes is None:
+            return None
+        usage = mailbox.usage((max_files or 1_000_000) + 1)
+        too_many = usage.truncated or (max_files is not None and usage.files > max_files)
+        too_big = max_bytes is not None and max(usage.bytes, usage.allocated_bytes) > max_bytes
+        if too_many or too_big:
+            return PolicyFailed(
+                "scratch_quota_exceeded",
+                f"the actor keeps {usage.files} entries and {usage.bytes} bytes in its "
+                f"endpoint; the profile allows {max_files} entries and {max_bytes} bytes",
+            )
+        return None
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -91,6 +115,7 @@ def run_blinded_episode(
     launch_actor: ActorLauncher | None,
     on_launch_message: Callable[[str], None] | None = None,
     record: RecordMode = "full",
+    limits: ActorLimits | None = None,
 ) -> EpisodeResult:
     """Run `case` against a fresh actor through a fresh opaque endpoint.
 
@@ -115,13 +140,14 @@ def run_blinded_episode(
     mailbox = MailboxTransport(
         endpoint, evidence, watch_mode=settings.watch_mode, keep_images=record == "full"
     )
-    transport: Transport = mailbox
+    checks = [scratch_quota(mailbox, limits or ActorLimits())]
+    transport: Transport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
     try:
         if launch_actor is not None:
             actor = launch_actor(endpoint, instructions)
             evidence.event("actor_started", **actor.description())
-            transport = ActorLivenessGuard(mailbox, actor.alive)
+            transport = ActorGuard(mailbox, actor.alive, checks)
         elif on_launch_message is not None:
             on_launch_message(instructions)
         result = prepared.runner.run(prepared.request, transport, evidence)
@@ -134,6 +160,7 @@ def run_blinded_episode(
             status = actor.stop()
             evidence.event("actor_stopped", exit_status=status)
         mailbox.sweep_late()  # what the actor wrote between the close and its end
+        endpoint.held.close()
         evidence.close()
     evidence.write_result(result)
     return result

@@ -54,8 +54,6 @@ def counters_from_events(events: list[dict[str, Any]]) -> Counters:
                 c.stop_responses += 1
             elif e.get("decision") == "act":
                 c.action_decisions += 1
-        elif kind == "response_rejected":
-            c.policy_calls += 1
         elif kind == "actions_executed":
             c.executed_controls = int(e.get("executed_controls_total", c.executed_controls))
     return c

@@ -1,4 +1,10 @@
-"""The file-mailbox transport: publish observations, then receive, claim and parse responses."""
+"""The file-mailbox transport: publish observations, then receive, claim and parse responses.
+
+All endpoint I/O goes through the endpoint's held directories. Tampering with the
+endpoint is typed wherever it is seen: `deliver` raises `EndpointTamperedError` (an
+OSError: map it to the protocol error `endpoint_tampered`), `await_decision` returns
+that protocol error, and `close` records it and returns.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,19 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from mailroom.mailbox.endpoint import Endpoint
+from mailroom.mailbox.anchor import EndpointTamperedError
+from mailroom.mailbox.endpoint import Endpoint, held_endpoint
 from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
-from mailroom.mailbox.publish import canonical_json, publish_bytes
+from mailroom.mailbox.publish import canonical_json, publish_to_outbox
+from mailroom.mailbox.quota import Usage, endpoint_usage
 from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence, StrayResponse
-from mailroom.mailbox.watcher import DEFAULT_SCAN_INTERVAL, InboxWatcher, WatchMode
+from mailroom.mailbox.watcher import (
+    DEFAULT_SCAN_INTERVAL,
+    POLLING_INTERVAL,
+    InboxWatcher,
+    WatchMode,
+)
 
 from .evidence import EpisodeEvidence
 from .hashing import sha256_bytes
@@ -56,12 +69,21 @@ class MailboxTransport:
         watch_mode: WatchMode = "inotify",
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
         keep_images: bool = True,
+        polling_interval: float = POLLING_INTERVAL,
     ) -> None:
-        self.endpoint = endpoint
+        self.endpoint = held_endpoint(endpoint)
+        self.dirs = self.endpoint.held
         self.evidence = evidence
         self.keep_images = keep_images
-        self.watcher = _TimedWatcher(endpoint.inbox, mode=watch_mode, scan_interval=scan_interval)
-        self.receiver = ResponseReceiver(endpoint, evidence.directory / "responses", self.watcher)
+        self.watcher = _TimedWatcher(
+            self.dirs.watch_path("inbox"),
+            mode=watch_mode,
+            scan_interval=scan_interval,
+            polling_interval=polling_interval,
+        )
+        self.receiver = ResponseReceiver(
+            self.endpoint, evidence.directory / "responses", self.watcher
+        )
         self.watcher.start()
         self._encoded: tuple[Capture, dict[str, bytes]] | None = None
         self._fallback_recorded = False
@@ -75,23 +97,32 @@ class MailboxTransport:
             self._encoded = (capture, encoded)
         return self._encoded[1]
 
+    def _publish(self, sequence: int, name: str, data: bytes) -> None:
+        try:
+            with CLOCK.phase("publish"):
+                publish_to_outbox(self.dirs, name, data)
+        except EndpointTamperedError as exc:
+            self.evidence.event(
+                "endpoint_tampered", sequence=sequence, stage="publish", message=str(exc)
+            )
+            raise
+
     def deliver(self, delivery: Delivery) -> None:
+        """Publish observation `delivery.sequence`; `EndpointTamperedError` if tampered."""
         pngs = self._png(delivery.capture)
         image_hashes: dict[str, str] = {}
         for camera, data in pngs.items():
-            path = self.endpoint.image_file(delivery.sequence, camera)
-            with CLOCK.phase("publish"):
-                publish_bytes(path, data)
+            name = self.endpoint.image_file(delivery.sequence, camera).name
+            self._publish(delivery.sequence, name, data)
             if self.keep_images:
-                self.evidence.keep_observation_file(path.name, data)
+                self.evidence.keep_observation_file(name, data)
             image_hashes[camera] = sha256_bytes(data)
         document = to_document(build_observation(delivery, self.endpoint))
         body = canonical_json(document)
-        path = self.endpoint.observation_file(delivery.sequence)
-        with CLOCK.phase("publish"):
-            publish_bytes(path, body)
+        name = self.endpoint.observation_file(delivery.sequence).name
+        self._publish(delivery.sequence, name, body)
         self.published_at[delivery.sequence] = time.monotonic()
-        self.evidence.keep_observation_file(path.name, body)
+        self.evidence.keep_observation_file(name, body)
         self.evidence.event(
             "observation_published",
             sequence=delivery.sequence,
@@ -99,6 +130,10 @@ class MailboxTransport:
             image_sha256=image_hashes,
             feedback=document["feedback"],
         )
+
+    def usage(self, max_entries: int) -> Usage:
+        """What the actor keeps in its endpoint (outbox/ excluded), bounded by `max_entries`."""
+        return endpoint_usage(self.endpoint, max_entries)
 
     def _record_fallback(self) -> None:
         reason = self.watcher.fallback_reason
@@ -166,10 +201,22 @@ class MailboxTransport:
         return len(late)
 
     def close(self, last_sequence: int) -> None:
+        """Publish the closed notice and sweep once. Never raises for the endpoint's state:
+        a notice that cannot be published is recorded (`closed_not_published`)."""
         try:
             body = canonical_json(to_document(Closed(last_sequence=last_sequence)))
-            publish_bytes(self.endpoint.closed_file, body)
-            self.evidence.event("closed_published", last_sequence=last_sequence)
+            try:
+                publish_to_outbox(self.dirs, self.endpoint.closed_file.name, body)
+            except OSError as exc:
+                tampering = isinstance(exc, EndpointTamperedError)
+                self.evidence.event(
+                    "closed_not_published",
+                    last_sequence=last_sequence,
+                    reason="endpoint_tampered" if tampering else "io_error",
+                    message=str(exc) if tampering else (exc.strerror or type(exc).__name__),
+                )
+            else:
+                self.evidence.event("closed_published", last_sequence=last_sequence)
             self.sweep_late()
         finally:
             self.watcher.stop()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
@@ -127,6 +128,17 @@ class EpisodeRunner:
             # The wall-time limit covers the policy loop, not reset and settling.
             last_sequence = self._policy_loop(
                 request, start, transport, evidence, state, time.monotonic()
+            )
+        except EndpointTamperedError as exc:
+            state.termination = "protocol_error"
+            state.errors.append(
+                TypedError(
+                    kind="protocol_error",
+                    code=exc.reason.value,
+                    message=str(exc)[:2000],
+                    # the call whose observation could not be published
+                    policy_call=state.counters.policy_calls + 1,
+                )
             )
         except (SimulatorError, OSError) as exc:
             state.termination = "infrastructure_error"
@@ -269,8 +281,10 @@ class EpisodeRunner:
                         )
                     )
                 return sequence
-            c.policy_calls += 1
-            state.latencies_ms.append((time.monotonic() - published) * 1000.0)
+            # A policy call is an observation answered by a judged response (accepted or
+            # rejected): a missing answer or a transport break ends the episode instead,
+            # typed and tied to the call it happened in, so that
+            # policy_calls == action_decisions + rejected_responses + stop_responses.
             if isinstance(decision, PolicyFailed):
                 state.termination = "policy_error"
                 state.errors.append(
@@ -278,7 +292,7 @@ class EpisodeRunner:
                         kind="policy_error",
                         code=decision.code,
                         message=decision.message,
-                        policy_call=c.policy_calls,
+                        policy_call=c.policy_calls + 1,
                     )
                 )
                 return sequence
@@ -289,10 +303,12 @@ class EpisodeRunner:
                         kind="protocol_error",
                         code=decision.reason.value,
                         message=decision.message,
-                        policy_call=c.policy_calls,
+                        policy_call=c.policy_calls + 1,
                     )
                 )
                 return sequence
+            c.policy_calls += 1
+            state.latencies_ms.append((time.monotonic() - published) * 1000.0)
             if isinstance(decision, Invalid):
                 c.rejected_responses += 1
                 if settings.invalid_action_handling == "terminal":

@@ -57,3 +57,20 @@ class RunSettings(BaseModel):
                 f"adapter control cap {adapter_cap} != runner cap {expected} "
                 f"({self.budget_mode} mode)"
             )
+
+
+class ActorLimits(BaseModel):
+    """Limits a method profile declares for its actor processes (null: not limited).
+
+    CPU time, file size and open files are kernel resource limits of the actor process;
+    the scratch quota is checked by the orchestrator on what the actor keeps in its
+    endpoint, so a runaway actor ends as a typed error before the disk fills.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_seconds: Annotated[int, Field(ge=1)] | None = None
+    file_size_mb: Annotated[int, Field(ge=1)] | None = None
+    open_files: Annotated[int, Field(ge=16)] | None = None
+    scratch_quota_mb: Annotated[int, Field(ge=1)] | None = 1024
+    scratch_quota_files: Annotated[int, Field(ge=1)] | None = 100_000

@@ -8,7 +8,7 @@ the same frozen parser, so identical decisions give identical records.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -60,26 +60,48 @@ class Transport(Protocol):
     def close(self, last_sequence: int) -> None: ...
 
 
-class ActorLivenessGuard:
-    """Waits on another transport in slices and notices an actor that has ended.
+# A check run while waiting for the actor: a typed failure ends the episode.
+ActorCheck = Callable[[], "PolicyFailed | None"]
+
+
+class ActorGuard:
+    """Waits on another transport in slices, checking on the actor between slices.
 
     A dead actor cannot answer: waiting out the whole deadline would only cost time.
     One more short wait after the actor is seen dead keeps a last response it wrote.
+    Declared limits (such as the scratch quota) are checked before and during the wait.
     """
 
-    def __init__(self, inner: Transport, alive: Callable[[], bool], slice_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        inner: Transport,
+        alive: Callable[[], bool],
+        checks: Sequence[ActorCheck] = (),
+        slice_s: float = 0.5,
+    ) -> None:
         self.inner = inner
         self.alive = alive
+        self.checks = tuple(checks)
         self.slice_s = slice_s
 
     def deliver(self, delivery: Delivery) -> None:
         self.inner.deliver(delivery)
+
+    def _failed(self) -> PolicyFailed | None:
+        for check in self.checks:
+            failure = check()
+            if failure is not None:
+                return failure
+        return None
 
     def await_decision(
         self, delivery: Delivery, limits: ActionLimits, timeout_s: float
     ) -> DecisionOutcome:
         deadline = time.monotonic() + timeout_s
         while True:
+            failure = self._failed()
+            if failure is not None:
+                return failure
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return TimedOut(waited_s=timeout_s)

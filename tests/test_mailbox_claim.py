@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from mailroom.mailbox.claim import Claimed, claim_response, read_response_copy
+from mailroom.mailbox.claim import Claimed, claim_from, claim_response, read_response_copy
 from mailroom.mailbox.parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
 from test_mailbox_cases import write_atomically
 
@@ -114,3 +114,21 @@ def test_an_offline_read_leaves_the_file(dirs: tuple[Path, Path]) -> None:
     write_atomically(inbox / "resp-1.json", b"{}")
     assert read_response_copy(inbox / "resp-1.json") == b"{}"
     assert (inbox / "resp-1.json").exists()
+
+
+def test_a_claim_through_a_held_inbox_never_follows_its_name(tmp_path: Path) -> None:
+    inbox, decoy, private = tmp_path / "inbox", tmp_path / "decoy", tmp_path / "private"
+    inbox.mkdir()
+    decoy.mkdir()
+    write_atomically(decoy / "resp-1.json", b"decoy")
+    write_atomically(inbox / "resp-1.json", b"real")
+    inbox_fd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rename(inbox, tmp_path / "moved")
+        os.symlink(decoy, inbox)
+        claimed = claim_from(inbox_fd, "resp-1.json", private / "resp-1.json")
+    finally:
+        os.close(inbox_fd)
+    assert isinstance(claimed, Claimed) and claimed.data == b"real"
+    assert (decoy / "resp-1.json").read_bytes() == b"decoy"  # untouched, still there
+    assert os.listdir(tmp_path / "moved") == []

@@ -99,7 +99,8 @@ def mailbox(tmp_path: Path, mode: WatchMode) -> Iterator[Mailbox]:
     private = tmp_path / PRIVATE_MARK
     outside = tmp_path / "outside"
     outside.mkdir()
-    with InboxWatcher(endpoint.inbox, mode=mode) as watcher:
+    # Watched as the transport watches it: the held inbox, wherever it is moved.
+    with InboxWatcher(endpoint.held.watch_path("inbox"), mode=mode) as watcher:
         yield Mailbox(
             endpoint, ResponseReceiver(endpoint, private, watcher), watcher, private, outside
         )

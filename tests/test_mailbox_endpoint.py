@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint, held_endpoint, open_endpoint
 from mailroom.mailbox.receiver import ResponseReceiver
 from mailroom.mailbox.watcher import InboxWatcher
 
@@ -101,3 +101,45 @@ def test_private_evidence_may_not_live_under_the_mailbox_root(tmp_path: Path) ->
             with pytest.raises(ValueError, match="outside the mailbox root"):
                 ResponseReceiver(endpoint, private, watcher)
         ResponseReceiver(endpoint, tmp_path / "run", watcher)
+
+
+def test_the_folders_are_held_from_creation(tmp_path: Path) -> None:
+    endpoint = create_endpoint(tmp_path / "mb")
+    dirs = endpoint.held
+    assert dirs.problem() is None
+    for name, fd in (("outbox", dirs.outbox_fd), ("inbox", dirs.inbox_fd)):
+        st = os.fstat(fd)
+        assert (st.st_dev, st.st_ino) == dirs.identity(name)
+        assert os.path.samefile(endpoint.root / name, dirs.watch_path(name))
+    assert os.path.samefile(endpoint.scratch, f"/proc/self/fd/{dirs.scratch_fd}")
+    # Never inherited by an actor process.
+    for fd in (dirs.root_fd, dirs.outbox_fd, dirs.inbox_fd, dirs.scratch_fd):
+        assert not os.get_inheritable(fd)
+    dirs.close()
+    assert dirs.closed and dirs.problem() == "the endpoint is no longer held"
+
+
+def test_an_existing_endpoint_can_be_held_again(tmp_path: Path) -> None:
+    created = create_endpoint(tmp_path / "mb")
+    named = Endpoint(created.root)
+    with pytest.raises(ValueError, match="name only"):
+        _ = named.held
+    held = held_endpoint(named)
+    assert held.dirs is not None and held.held.problem() is None
+    assert held == named and held_endpoint(held) is held  # compared by name
+
+
+def test_a_symlinked_endpoint_root_is_never_held(tmp_path: Path) -> None:
+    created = create_endpoint(tmp_path / "mb")
+    link = tmp_path / "mb" / "link"
+    os.symlink(created.root, link)
+    with pytest.raises(OSError):
+        open_endpoint(link)
+
+
+def test_a_chmod_of_the_actors_scratch_is_not_tampering(tmp_path: Path) -> None:
+    endpoint = create_endpoint(tmp_path / "mb")
+    os.chmod(endpoint.scratch, 0o755)
+    assert endpoint.held.problem() is None
+    os.chmod(endpoint.inbox, 0o755)
+    assert endpoint.held.problem() == "the permissions or owner of inbox/ were changed"

@@ -9,7 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from mailroom.mailbox.publish import canonical_json, publish_bytes, publish_json
+from mailroom.mailbox.anchor import EndpointTamperedError
+from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.publish import (
+    canonical_json,
+    publish_bytes,
+    publish_into,
+    publish_json,
+    publish_to_outbox,
+)
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
@@ -99,3 +107,47 @@ def test_canonical_json_is_stable_and_refuses_nan() -> None:
     assert json.loads(canonical_json({"a": [1.5]})) == {"a": [1.5]}
     with pytest.raises(ValueError):
         canonical_json({"a": float("nan")})
+
+
+def test_publish_into_a_held_folder_never_resolves_its_path(tmp_path: Path) -> None:
+    folder, elsewhere = tmp_path / "outbox", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        moved = tmp_path / "moved"
+        os.rename(folder, moved)
+        os.symlink(elsewhere, folder)  # the old name now leads elsewhere
+        publish_into(fd, "obs-1.json", b"{}")
+        with pytest.raises(ValueError):
+            publish_into(fd, "../obs-1.json", b"{}")  # plain names only
+    finally:
+        os.close(fd)
+    assert os.listdir(moved) == ["obs-1.json"] and os.listdir(elsewhere) == []
+
+
+def test_publish_to_outbox_types_tampering_and_obstruction(tmp_path: Path) -> None:
+    endpoint = create_endpoint(tmp_path / "mb")
+    (endpoint.outbox / "obs-1.json").mkdir()  # a folder under the next name
+    with pytest.raises(EndpointTamperedError, match="could not be published"):
+        publish_to_outbox(endpoint.held, "obs-1.json", b"{}")
+    assert [n for n in os.listdir(endpoint.outbox) if n.startswith(".")] == []  # no leftovers
+    os.chmod(endpoint.outbox, 0o755)
+    with pytest.raises(EndpointTamperedError, match="permissions"):
+        publish_to_outbox(endpoint.held, "obs-2.json", b"{}")
+    assert not (endpoint.outbox / "obs-2.json").exists()
+
+
+def test_the_machines_own_failures_pass_through_untyped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint = create_endpoint(tmp_path / "mb")
+
+    def full(fd: int, data: bytes | memoryview) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(OSError) as raised:
+        publish_to_outbox(endpoint.held, "obs-1.json", b"{}")
+    assert not isinstance(raised.value, EndpointTamperedError)
+    assert os.listdir(endpoint.outbox) == []

@@ -172,3 +172,33 @@ def test_a_kernel_event_queue_overflow_falls_back(inbox: Path) -> None:
             time.sleep(0.01)
         assert watcher.fallback_reason is FallbackReason.QUEUE_OVERFLOW
         assert watcher.observer is None
+
+
+@pytest.mark.parametrize("mode", ["inotify", "polling"])
+def test_a_held_inbox_is_watched_wherever_it_is_moved(tmp_path: Path, mode: WatchMode) -> None:
+    inbox, decoy = tmp_path / "inbox", tmp_path / "decoy"
+    inbox.mkdir()
+    decoy.mkdir()
+    fd = os.open(inbox, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with InboxWatcher(Path(f"/proc/self/fd/{fd}"), mode=mode) as watcher:
+            moved = tmp_path / "moved"
+            os.rename(inbox, moved)
+            os.symlink(decoy, inbox)  # the old name leads elsewhere now
+            write_atomically(decoy / "resp-2.json", b"{}")
+            thread = _later(lambda: write_atomically(moved / "resp-1.json", b"{}"))
+            assert watcher.wait_for("resp-1.json", BOUND_S)  # found in the held folder
+            thread.join()
+            assert watcher.wait_for("resp-2.json", 0.2) is False  # never in the decoy
+            assert not watcher.fell_back
+    finally:
+        os.close(fd)
+
+
+def test_the_polling_interval_is_a_parameter(inbox: Path) -> None:
+    with InboxWatcher(inbox, mode="polling", polling_interval=0.01) as watcher:
+        observer = watcher.observer
+        assert observer is not None and observer.timeout == 0.01
+        thread = _later(lambda: write_atomically(inbox / "resp-1.json", b"{}"))
+        assert watcher.wait_for("resp-1.json", BOUND_S)
+        thread.join()

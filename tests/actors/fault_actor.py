@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Test actor that misbehaves in one declared way (argv: ENDPOINT MODE [ARG]).
+
+Modes: crash_before_first, crash_mid, temp_never_renamed, hang_with_child, flood,
+giant_file, sparse_file, symlink_outbox ARG=target, hardlink_obs, chmod_outbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
+    obs = endpoint / "outbox" / f"obs-{sequence}.json"
+    while not obs.exists():
+        if (endpoint / "outbox" / "closed.json").exists():
+            return None
+        time.sleep(0.01)
+    document: dict[str, object] = json.loads(obs.read_text())
+    return document
+
+
+def answer(endpoint: Path, observation: dict[str, object], decision: str = "act") -> None:
+    response: dict[str, object] = {
+        "schema": "mailroom.response/v1",
+        "request_id": observation["request_id"],
+        "decision": decision,
+    }
+    if decision == "act":
+        response["actions"] = [[0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]] * 5
+    final = endpoint / str(observation["response_file"])
+    tmp = final.with_name(".tmp-" + final.name)
+    tmp.write_text(json.dumps(response))
+    os.replace(tmp, final)
+
+
+def hang() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def main() -> int:
+    endpoint, mode = Path(sys.argv[1]), sys.argv[2]
+    extra = sys.argv[3] if len(sys.argv) > 3 else ""
+    (endpoint / "scratch" / "actor.pid").write_text(str(os.getpid()))
+    if mode == "crash_before_first":
+        return 3
+    first = wait_for(endpoint, 1)
+    assert first is not None
+    if mode == "crash_mid":
+        answer(endpoint, first)
+        second = wait_for(endpoint, 2)
+        assert second is not None
+        answer(endpoint, second)
+        wait_for(endpoint, 3)
+        return 3
+    if mode == "temp_never_renamed":
+        (endpoint / "inbox" / ".resp-1.json.tmp").write_text('{"schema": "mailroom.resp')
+        hang()
+    if mode == "hang_with_child":
+        child = subprocess.Popen(["sleep", "600"])
+        (endpoint / "scratch" / "child.pid").write_text(str(child.pid))
+        hang()
+    if mode == "flood":
+        for i in range(3000):
+            (endpoint / "inbox" / f"junk-{i}.txt").write_text("x")
+            (endpoint / "scratch" / f"note-{i}.txt").write_text("x")
+        answer(endpoint, first)
+        second = wait_for(endpoint, 2)
+        assert second is not None
+        answer(endpoint, second, "stop")
+        return 0
+    if mode == "giant_file":
+        block = b"\0" * (1 << 20)
+        with (endpoint / "scratch" / "giant.bin").open("wb") as fh:
+            for _ in range(4096):  # 4 GiB unless a file-size limit stops it first
+                fh.write(block)
+                fh.flush()
+        hang()
+    if mode == "sparse_file":
+        with (endpoint / "scratch" / "sparse.bin").open("wb") as fh:
+            fh.truncate(8 << 30)
+        hang()
+    if mode == "symlink_outbox":
+        outbox = endpoint / "outbox"
+        outbox.rename(endpoint / "outbox-moved")
+        outbox.symlink_to(extra)
+        answer(endpoint, first | {"response_file": "inbox/resp-1.json"})
+        hang()
+    if mode == "hardlink_obs":
+        os.link(endpoint / "outbox" / "obs-1.json", endpoint / "inbox" / "resp-1.json")
+        hang()
+    if mode == "chmod_outbox":
+        os.chmod(endpoint / "outbox", 0)
+        answer(endpoint, first)
+        hang()
+    raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
