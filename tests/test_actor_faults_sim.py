@@ -163,7 +163,7 @@ def test_permission_change_of_the_endpoint_is_typed(adapter: LiberoAdapter, tmp_
 
 def test_actor_limits_reach_the_actor_process(adapter: LiberoAdapter, tmp_path: Path) -> None:
     limits = ActorLimits(cpu_seconds=30, file_size_mb=8, open_files=64)
-    result, endpoint = _run(adapter, tmp_path, "crash_mid", limits=limits)
+    result, _ = _run(adapter, tmp_path, "crash_mid", limits=limits)
     events = [
         json.loads(line)
         for line in next((tmp_path / "run" / "episodes").iterdir())
