@@ -292,7 +292,7 @@ def episodes_per_hour(workers: int, episodes: int, workdir: Path) -> dict[str, f
             outcomes.append(str(payload[2]))
 
     started = time.perf_counter()
-    lost = run_work(config, [Work(c, 1) for c in cases], workers, listen)
+    lost = run_work(config, [Work(c, 1) for c in cases], workers, listen).lost
     elapsed = time.perf_counter() - started
     if lost or len(outcomes) != episodes or "error" in outcomes:
         raise RuntimeError(f"throughput run with {workers} workers had errors: {lost or outcomes}")

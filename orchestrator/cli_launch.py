@@ -28,6 +28,7 @@ from .settings import (
 
 EXIT_INCOMPLETE = 4
 EXIT_CONFLICT = 5
+EXIT_INFRASTRUCTURE = 7
 
 
 def _new_run_id() -> str:
@@ -162,7 +163,9 @@ def _execute(
                 disable=as_json,
             ) as progress:
                 task = progress.add_task("starting", total=len(plan_now.work))
-                run_work(config, plan_now.work, workers, _progress_listener(progress, task, counts))
+                outcome = run_work(
+                    config, plan_now.work, workers, _progress_listener(progress, task, counts)
+                )
             run.event("launch_finished")
     except ManifestConflictError as exc:
         console.print(f"[red]refused:[/red] {exc}")
@@ -170,6 +173,13 @@ def _execute(
     except RunLockedError as exc:
         console.print(f"[red]refused:[/red] {exc}")
         sys.exit(EXIT_CONFLICT)
+    except OSError as exc:
+        console.print(f"[red]infrastructure error:[/red] the run directory failed: {exc}")
+        sys.exit(EXIT_INFRASTRUCTURE)
+    if outcome.unrecorded:
+        for attempt_id, reason in outcome.unrecorded:
+            console.print(f"[red]infrastructure error:[/red] {attempt_id}: {reason}")
+        sys.exit(EXIT_INFRASTRUCTURE)
     report = build_report(run_dir)
     if as_json:
         sys.stdout.write(report_json(report) + "\n")
@@ -280,7 +290,8 @@ def launch(
     """Run every case of PLAN_FILE, each with a fresh blinded actor and endpoint.
 
     Exit codes: 0 every selected case has a result; 4 the run is incomplete or holds a
-    corrupt result; 5 refused (conflicting manifest, run in use); 2 usage error.
+    corrupt result; 5 refused (conflicting manifest, run in use); 7 the run directory
+    failed (full, read-only): nothing partial was written; 2 usage error.
     """
     from .paths import profile_dir
 

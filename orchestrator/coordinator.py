@@ -182,10 +182,19 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
 Listener = Callable[[str, tuple[Any, ...]], None]
 
 
+@dataclass(frozen=True)
+class WorkOutcome:
+    """Attempts that ended without a result, and those whose errored result could not be
+    written either (the run directory failed: full, read-only)."""
+
+    lost: list[tuple[str, int, str]]
+    unrecorded: list[tuple[str, str]]
+
+
 def run_work(
     config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
-) -> list[tuple[str, int, str]]:
-    """Run `work` in `workers` processes; returns the attempts that died without a result."""
+) -> WorkOutcome:
+    """Run `work` in `workers` processes and record every attempt that died without one."""
     run = RunDirectory(config.run_dir)
     ctx = mp.get_context("spawn")
     work_q = ctx.Queue()
@@ -230,6 +239,10 @@ def run_work(
                 proc.join(timeout=10)
     for case_id, attempt in sorted(in_flight):
         lost.append((case_id, attempt, "worker process ended during the episode"))
+    unrecorded: list[tuple[str, str]] = []
     for case_id, attempt, reason in lost:
-        record_interrupted(run, f"{case_id}-a{attempt}", reason=reason, kind="worker_lost")
-    return lost
+        try:
+            record_interrupted(run, f"{case_id}-a{attempt}", reason=reason, kind="worker_lost")
+        except OSError as exc:  # the run directory itself failed: say so, write nothing half
+            unrecorded.append((f"{case_id}-a{attempt}", f"{reason}; recording it failed: {exc}"))
+    return WorkOutcome(lost=lost, unrecorded=unrecorded)
