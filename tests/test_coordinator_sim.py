@@ -232,3 +232,76 @@ def test_audit_of_the_launched_run_finds_no_leak(development_run: dict[str, Any]
     ]
     assert len(started) == 5
     assert all(set(e["env"]) == {"PATH", "LANG", "HOME"} for e in started)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "--kind", "fast")
+    run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
+    coordinator = subprocess.Popen(
+        [
+            mailroom_exe(),
+            "launch",
+            str(plan),
+            "--profile",
+            "scripted_diagnostic",
+            "--run-dir",
+            str(run_dir),
+            "--mailbox-root",
+            str(mailbox),
+            "--workers",
+            "1",
+            "--max-policy-calls",
+            "6",
+            "--response-timeout",
+            "60",
+            "--actor",
+            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.3",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first = run_dir / "episodes" / "libero_10-t000-i00-o0-s20260907-a1" / "events.jsonl"
+    deadline = time.monotonic() + 300
+    while not (first.exists() and b"observation_published" in first.read_bytes()):
+        assert time.monotonic() < deadline and coordinator.poll() is None
+        time.sleep(0.05)
+    workers = [
+        p
+        for p in _children(coordinator.pid)
+        if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    assert len(workers) == 1
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = coordinator.communicate(timeout=300)
+    assert coordinator.returncode == 4, err[-2000:]  # incomplete: one case never ran
+    report = json.loads(out)["overall"]
+    assert (report["errored"], report["unattempted"]) == (1, 1)
+    lost = json.loads(first.with_name("result.json").read_text())
+    assert [(e["kind"], e["code"]) for e in lost["errors"]] == [
+        ("infrastructure_error", "worker_lost")
+    ]
+    probe = json.loads(next(mailbox.glob("*/scratch/probe.json")).read_text())
+    assert _process_gone(probe["pid"])  # the lost worker's actor went with it
+    resumed = subprocess.run(
+        [mailroom_exe(), "resume", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout)["overall"]["unattempted"] == 0
