@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from .anchor import EndpointDirs, EndpointTamperedError
@@ -81,6 +82,10 @@ def _plain_name(name: str) -> None:
 
 def publish_into(dir_fd: int, name: str, data: bytes, *, durable: bool = True) -> None:
     """`publish_bytes` inside the directory held by `dir_fd`: no path is ever resolved."""
+    publish_all_into(dir_fd, [(name, data)], durable=durable)
+
+
+def _stage(dir_fd: int, name: str, data: bytes, durable: bool) -> str:
     _plain_name(name)
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
@@ -93,10 +98,26 @@ def publish_into(dir_fd: int, name: str, data: bytes, *, durable: bool = True) -
         _discard(tmp, dir_fd)
         raise
     os.close(fd)
+    return tmp
+
+
+def publish_all_into(
+    dir_fd: int, items: Sequence[tuple[str, bytes]], *, durable: bool = True
+) -> None:
+    """Publish several files in order: every one is written (and synced) under a temporary
+    name first, then each is renamed to its final name in the given order, then the
+    directory is synced once. A reader that sees a later name sees the earlier ones."""
+    staged: list[tuple[str, str]] = []
     try:
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        for name, data in items:
+            staged.append((_stage(dir_fd, name, data, durable), name))
+        while staged:
+            tmp, name = staged[0]
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            staged.pop(0)
     except BaseException:
-        _discard(tmp, dir_fd)
+        for tmp, _ in staged:
+            _discard(tmp, dir_fd)
         raise
     if durable:
         os.fsync(dir_fd)
@@ -108,7 +129,14 @@ def _discard(name: str, dir_fd: int) -> None:
 
 
 def publish_to_outbox(dirs: EndpointDirs, name: str, data: bytes, *, durable: bool = True) -> None:
-    """Publish `outbox/<name>` through the held outbox.
+    """Publish `outbox/<name>` through the held outbox (see `publish_all_to_outbox`)."""
+    publish_all_to_outbox(dirs, [(name, data)], durable=durable)
+
+
+def publish_all_to_outbox(
+    dirs: EndpointDirs, items: Sequence[tuple[str, bytes]], *, durable: bool = True
+) -> None:
+    """Publish files into the held outbox, in order (`publish_all_into`).
 
     Raises `EndpointTamperedError` when the endpoint is not as created (checked before
     and after), or when something the actor put in the way stops the publication. Other
@@ -116,13 +144,12 @@ def publish_to_outbox(dirs: EndpointDirs, name: str, data: bytes, *, durable: bo
     """
     dirs.check()
     try:
-        publish_into(dirs.outbox_fd, name, data, durable=durable)
+        publish_all_into(dirs.outbox_fd, items, durable=durable)
     except OSError as exc:
         dirs.check()
         if exc.errno in _OBSTRUCTED:
-            raise EndpointTamperedError(
-                f"outbox/{name} could not be published: {exc.strerror}"
-            ) from exc
+            names = ", ".join(f"outbox/{name}" for name, _ in items)
+            raise EndpointTamperedError(f"{names} could not be published: {exc.strerror}") from exc
         raise
     dirs.check()
 

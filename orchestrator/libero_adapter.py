@@ -247,7 +247,8 @@ class LiberoAdapter:
         return self._retired_renders + sum(g.renders for g in self._gates)
 
     def _capture(self, obs: dict[str, Any]) -> Capture:
-        images = {camera: _transform(obs[f"{camera}_image"]) for camera in CAMERAS}
+        with CLOCK.phase("capture"):
+            images = {camera: _transform(obs[f"{camera}_image"]) for camera in CAMERAS}
         if not self.proprio:
             return Capture(images=images, joint_pos=None, gripper_qpos=None)
         joints = tuple(float(x) for x in np.asarray(obs["robot0_joint_pos"]).ravel())

@@ -16,7 +16,7 @@ from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import Endpoint, held_endpoint
 from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
-from mailroom.mailbox.publish import canonical_json, publish_to_outbox
+from mailroom.mailbox.publish import canonical_json, publish_all_to_outbox, publish_to_outbox
 from mailroom.mailbox.quota import Usage, endpoint_usage
 from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence, StrayResponse
 from mailroom.mailbox.watcher import (
@@ -97,10 +97,10 @@ class MailboxTransport:
             self._encoded = (capture, encoded)
         return self._encoded[1]
 
-    def _publish(self, sequence: int, name: str, data: bytes) -> None:
+    def _publish(self, sequence: int, items: list[tuple[str, bytes]]) -> None:
         try:
             with CLOCK.phase("publish"):
-                publish_to_outbox(self.dirs, name, data)
+                publish_all_to_outbox(self.dirs, items)
         except EndpointTamperedError as exc:
             self.evidence.event(
                 "endpoint_tampered", sequence=sequence, stage="publish", message=str(exc)
@@ -110,19 +110,23 @@ class MailboxTransport:
     def deliver(self, delivery: Delivery) -> None:
         """Publish observation `delivery.sequence`; `EndpointTamperedError` if tampered."""
         pngs = self._png(delivery.capture)
-        image_hashes: dict[str, str] = {}
-        for camera, data in pngs.items():
-            name = self.endpoint.image_file(delivery.sequence, camera).name
-            self._publish(delivery.sequence, name, data)
-            if self.keep_images:
-                self.evidence.keep_observation_file(name, data)
-            image_hashes[camera] = sha256_bytes(data)
-        document = to_document(build_observation(delivery, self.endpoint))
-        body = canonical_json(document)
+        images = [
+            (self.endpoint.image_file(delivery.sequence, camera).name, data)
+            for camera, data in pngs.items()
+        ]
+        with CLOCK.phase("observation_document"):
+            document = to_document(build_observation(delivery, self.endpoint))
+            body = canonical_json(document)
         name = self.endpoint.observation_file(delivery.sequence).name
-        self._publish(delivery.sequence, name, body)
+        # Images first: once obs-<n>.json is visible, everything it names is there.
+        self._publish(delivery.sequence, [*images, (name, body)])
+        image_hashes = {camera: sha256_bytes(data) for camera, data in pngs.items()}
+        if self.keep_images:
+            for image_name, data in images:
+                self.evidence.keep_observation_file(image_name, data)
         self.published_at[delivery.sequence] = time.monotonic()
-        self.evidence.keep_observation_file(name, body)
+        with CLOCK.phase("evidence"):
+            self.evidence.keep_observation_file(name, body)
         self.evidence.event(
             "observation_published",
             sequence=delivery.sequence,

@@ -384,7 +384,8 @@ class EpisodeRunner:
             }
             if result.state is not None:
                 step["state"] = list(result.state)
-            evidence.step(step)
+            with CLOCK.phase("evidence"):
+                evidence.step(step)
             if self.video is not None and result.frames is not None:
                 self.video.add(result.frames)
             if result.success:

@@ -151,3 +151,39 @@ def test_the_machines_own_failures_pass_through_untyped(
         publish_to_outbox(endpoint.held, "obs-1.json", b"{}")
     assert not isinstance(raised.value, EndpointTamperedError)
     assert os.listdir(endpoint.outbox) == []
+
+
+def test_a_batch_is_staged_whole_then_renamed_in_order_then_synced_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mailroom.mailbox.publish import publish_all_into
+
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        kind = "dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"
+        calls.append(f"fsync {kind}")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str, **dir_fds: int) -> None:
+        calls.append(f"replace {dst}")
+        real_replace(src, dst, **dir_fds)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        publish_all_into(fd, [("a.png", b"a"), ("b.png", b"b"), ("obs-1.json", b"{}")])
+    finally:
+        os.close(fd)
+    assert calls == [
+        "fsync file",
+        "fsync file",
+        "fsync file",
+        "replace a.png",
+        "replace b.png",
+        "replace obs-1.json",
+        "fsync dir",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.png", "obs-1.json"]
