@@ -16,6 +16,11 @@ $(STAMP): $(SOURCES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	@# robosuite's documented one-time set-up: a private macros file equal to its defaults
+	@# (no behaviour changes; it only stops the warning printed at every import).
+	@$(BIN)/python -c "import os, shutil, robosuite; d = robosuite.__path__[0]; \
+		t = os.path.join(d, 'macros_private.py'); \
+		os.path.exists(t) or shutil.copyfile(os.path.join(d, 'macros.py'), t)" 2>/dev/null
 	@touch $(STAMP)
 
 # Mesa's EGL on the CPU renders MuJoCo headless; install it where it is missing.

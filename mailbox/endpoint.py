@@ -98,8 +98,12 @@ def create_endpoint(mailbox_root: Path, *, actor_gid: int | None = None) -> Endp
     The folders are made, given their modes and opened relative to the endpoint's own
     descriptor, so what is held is exactly what was made.
     """
-    if not mailbox_root.exists():
+    # Parallel workers create endpoints under one root: whoever makes it sets its mode.
+    try:
         mailbox_root.mkdir(parents=True, mode=ROOT_MODE)
+    except FileExistsError:
+        pass
+    else:
         os.chmod(mailbox_root, ROOT_MODE)
     root = mailbox_root / new_token()
     root.mkdir(mode=OWNER_ONLY)  # exclusive: a fresh token never meets an old directory

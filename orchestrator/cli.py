@@ -32,7 +32,7 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
     c = result.counters
     table = Table(title="mailroom demo: one blinded episode (diagnostic actor)")
     table.add_column("field")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")
     rows = [
         (
             "case",
@@ -48,9 +48,14 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
         ("executed / settling controls", f"{c.executed_controls} / {c.settling_controls}"),
         (
             "first success control (call)",
-            f"{c.first_success_control} ({c.first_success_policy_call})",
+            "none"
+            if c.first_success_control is None
+            else f"control {c.first_success_control} (policy call {c.first_success_policy_call})",
         ),
-        ("decision latency median", f"{result.latency.median_ms} ms"),
+        (
+            "decision latency median",
+            "n/a" if result.latency.median_ms is None else f"{result.latency.median_ms:.1f} ms",
+        ),
         ("provider usage", "unknown (null): a file mailbox cannot meter it"),
         ("errors", ", ".join(e.code for e in result.errors) or "none"),
         ("wall time", f"{result.wall_time_s:.1f} s"),

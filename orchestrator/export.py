@@ -37,7 +37,7 @@ from .libero_adapter import ACTION_LAYOUT, CONTROL_HZ
 from .manifest import MANIFEST_SCHEMA
 from .plans import PlanError, parse_plan
 from .reporter import disclosed_attempts
-from .results import EpisodeResult
+from .results import SUMMED_COUNTERS, EpisodeResult
 from .run_directory import CorruptResult, RunDirectory
 from .video import VIDEOS_DIR
 
@@ -55,14 +55,7 @@ STATE_LAYOUT: tuple[str, ...] = (
 )
 STATE_DIM = len(STATE_LAYOUT)
 ROWS_PER_GROUP = 65536
-COUNTERS = (
-    "policy_calls",
-    "action_decisions",
-    "rejected_responses",
-    "stop_responses",
-    "executed_controls",
-    "settling_controls",
-)
+COUNTERS = SUMMED_COUNTERS
 
 
 class ExportError(Exception):

@@ -14,17 +14,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .plans import parse_plan
-from .results import EpisodeResult
+from .results import SUMMED_COUNTERS, EpisodeResult
 from .run_directory import CorruptResult, RunDirectory
 
-COUNTER_FIELDS = (
-    "policy_calls",
-    "action_decisions",
-    "rejected_responses",
-    "stop_responses",
-    "executed_controls",
-    "settling_controls",
-)
+COUNTER_FIELDS = SUMMED_COUNTERS
 
 
 class Tally(BaseModel):

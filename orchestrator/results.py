@@ -46,6 +46,17 @@ class Strict(WireComplete):
     model_config = ConfigDict(extra="forbid")
 
 
+# The counters that add up across episodes (first-success fields are per episode).
+SUMMED_COUNTERS = (
+    "policy_calls",
+    "action_decisions",
+    "rejected_responses",
+    "stop_responses",
+    "executed_controls",
+    "settling_controls",
+)
+
+
 class Counters(Strict):
     policy_calls: NonNegative = 0
     action_decisions: NonNegative = 0

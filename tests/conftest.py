@@ -20,6 +20,28 @@ def mailroom_exe() -> str:
     return str(BIN / "mailroom")
 
 
+def launch_command(
+    plan: Path, run_dir: Path, mailbox: Path, actor: str, *options: str
+) -> list[str]:
+    """`mailroom launch` of the diagnostic profile with a 60 s response deadline."""
+    return [
+        mailroom_exe(),
+        "launch",
+        str(plan),
+        "--profile",
+        "scripted_diagnostic",
+        "--run-dir",
+        str(run_dir),
+        "--mailbox-root",
+        str(mailbox),
+        "--response-timeout",
+        "60",
+        "--actor",
+        actor,
+        *options,
+    ]
+
+
 def files_under(root: Path) -> Iterable[Path]:
     return sorted(root.rglob("*"))
 

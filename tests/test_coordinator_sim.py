@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, leaks_under, mailroom_exe
+from conftest import REPO, launch_command, leaks_under, mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 
 pytestmark = pytest.mark.sim
@@ -49,28 +49,19 @@ def development_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     plan = _plan(tmp, "--kind", "development")
     run_dir, mailbox = tmp / "secret-run-dir", tmp / "mb"
     proc = subprocess.run(
-        [
-            mailroom_exe(),
-            "launch",
-            str(plan),
-            "--profile",
-            "scripted_diagnostic",
-            "--run-dir",
-            str(run_dir),
-            "--mailbox-root",
-            str(mailbox),
+        launch_command(
+            plan,
+            run_dir,
+            mailbox,
+            f"{sys.executable} {PROBE} {{endpoint}}",
             "--workers",
             "2",
             "--max-policy-calls",
             "4",
             "--replan-interval",
             "5",
-            "--response-timeout",
-            "60",
-            "--actor",
-            f"{sys.executable} {PROBE} {{endpoint}}",
             "--json",
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=900,
@@ -144,26 +135,17 @@ def test_sigkill_mid_episode_then_resume(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "--kind", "task_coverage", "--suite", "libero_10", "--task-ids", "0,1,3")
     run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
     coordinator = subprocess.Popen(
-        [
-            mailroom_exe(),
-            "launch",
-            str(plan),
-            "--profile",
-            "scripted_diagnostic",
-            "--run-dir",
-            str(run_dir),
-            "--mailbox-root",
-            str(mailbox),
+        launch_command(
+            plan,
+            run_dir,
+            mailbox,
+            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.4",
             "--workers",
             "1",
             "--max-policy-calls",
             "3",
-            "--response-timeout",
-            "60",
-            "--actor",
-            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.4",
             "--json",
-        ],
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -251,26 +233,17 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Pa
     plan = _plan(tmp_path, "--kind", "fast")
     run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
     coordinator = subprocess.Popen(
-        [
-            mailroom_exe(),
-            "launch",
-            str(plan),
-            "--profile",
-            "scripted_diagnostic",
-            "--run-dir",
-            str(run_dir),
-            "--mailbox-root",
-            str(mailbox),
+        launch_command(
+            plan,
+            run_dir,
+            mailbox,
+            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.3",
             "--workers",
             "1",
             "--max-policy-calls",
             "6",
-            "--response-timeout",
-            "60",
-            "--actor",
-            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.3",
             "--json",
-        ],
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -305,3 +278,44 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Pa
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["overall"]["unattempted"] == 0
+
+
+def test_a_conflicting_second_launch_is_refused(development_run: dict[str, Any]) -> None:
+    run_dir: Path = development_run["run_dir"]
+    manifest = (run_dir / "manifest.json").read_bytes()
+    plan = run_dir / "plan.json"
+    refused = subprocess.run(
+        launch_command(
+            plan,
+            run_dir,
+            development_run["mailbox"],
+            f"{sys.executable} {PROBE} {{endpoint}}",
+            "--max-policy-calls",
+            "9",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 5, refused.stderr[-2000:]
+    said = " ".join(refused.stderr.split())
+    assert "settings.max_policy_calls" in said and "Traceback" not in said
+    assert (run_dir / "manifest.json").read_bytes() == manifest
+
+
+def test_report_names_a_corrupt_result_and_does_not_count_it(
+    development_run: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(development_run["run_dir"], copy)
+    victim = sorted(copy.glob("episodes/*/result.json"))[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # truncated mid-document
+    done = subprocess.run(
+        [mailroom_exe(), "report", str(copy), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 4
+    report = json.loads(done.stdout)
+    assert [c["file"] for c in report["corrupt_results"]] == [str(victim)]
+    assert (report["overall"]["completed"], report["overall"]["unattempted"]) == (4, 1)

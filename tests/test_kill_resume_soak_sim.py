@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mailroom_exe
+from conftest import REPO, launch_command, mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.video import probe_video
 
@@ -97,26 +97,17 @@ def test_twenty_sigkills_then_resume(tmp_path: Path) -> None:
         capture_output=True,
     )
     run_dir, mailbox = tmp_path / "soak-run", tmp_path / "soak-mb"
-    first = [
-        mailroom_exe(),
-        "launch",
-        str(plan),
-        "--profile",
-        "scripted_diagnostic",
-        "--run-dir",
-        str(run_dir),
-        "--mailbox-root",
-        str(mailbox),
+    first = launch_command(
+        plan,
+        run_dir,
+        mailbox,
+        ACTOR,
         "--workers",
         "1",
         "--max-policy-calls",
         "5",
-        "--response-timeout",
-        "60",
-        "--actor",
-        ACTOR,
         "--json",
-    ]
+    )
     again = [mailroom_exe(), "resume", str(run_dir), "--json", "--mailbox-root", str(mailbox)]
     completed: dict[str, str] = {}
     kills = 0

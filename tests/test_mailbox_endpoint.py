@@ -143,3 +143,18 @@ def test_a_chmod_of_the_actors_scratch_is_not_tampering(tmp_path: Path) -> None:
     assert endpoint.held.problem() is None
     os.chmod(endpoint.inbox, 0o755)
     assert endpoint.held.problem() == "the permissions or owner of inbox/ were changed"
+
+
+def test_endpoints_created_in_parallel_under_a_new_root_all_succeed(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mailroom.mailbox.endpoint import create_endpoint
+
+    root = tmp_path / "fresh-root"
+    for _attempt in range(20):  # the race is on the root's creation: try it many times
+        target = root / str(_attempt)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            made = list(pool.map(create_endpoint, [target] * 8))
+        assert len({e.root for e in made}) == 8
+        for endpoint in made:
+            endpoint.held.close()

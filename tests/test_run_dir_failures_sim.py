@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, mailroom_exe
+from conftest import REPO, launch_command, mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 
 pytestmark = pytest.mark.sim
@@ -53,23 +53,14 @@ def _plan(tmp_path: Path) -> Path:
 
 def _launch(plan: Path, run_dir: Path, mailbox: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            mailroom_exe(),
-            "launch",
-            str(plan),
-            "--profile",
-            "scripted_diagnostic",
-            "--run-dir",
-            str(run_dir),
-            "--mailbox-root",
-            str(mailbox),
+        launch_command(
+            plan,
+            run_dir,
+            mailbox,
+            ACTOR,
             "--max-policy-calls",
             "8",
-            "--response-timeout",
-            "60",
-            "--actor",
-            ACTOR,
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=600,
@@ -107,23 +98,14 @@ def test_a_run_directory_that_fills_up_is_a_typed_infrastructure_error(tmp_path:
     try:
         run_dir = where / "run"
         proc = subprocess.Popen(
-            [
-                mailroom_exe(),
-                "launch",
-                str(_plan(tmp_path)),
-                "--profile",
-                "scripted_diagnostic",
-                "--run-dir",
-                str(run_dir),
-                "--mailbox-root",
-                str(tmp_path / "mb"),
+            launch_command(
+                _plan(tmp_path),
+                run_dir,
+                tmp_path / "mb",
+                ACTOR,
                 "--max-policy-calls",
                 "8",
-                "--response-timeout",
-                "60",
-                "--actor",
-                ACTOR,
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
