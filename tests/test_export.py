@@ -27,12 +27,12 @@ from mailroom.orchestrator.results import (
     EpisodeResult,
     Latency,
     Outcome,
-    SettingsRecord,
     Termination,
     TypedError,
     Usage,
 )
 from mailroom.orchestrator.run_directory import RunDirectory
+from mailroom.orchestrator.runner import settings_record
 from mailroom.orchestrator.settings import RunSettings
 from mailroom.orchestrator.video import EpisodeVideo
 
@@ -117,18 +117,7 @@ def write_result(
             init_states_sha256="c" * 64,
             state_sha256="d" * 64,
         ),
-        settings=SettingsRecord(
-            budget_mode="decisions",
-            max_policy_calls=200,
-            replan_interval=5,
-            max_chunk=5,
-            control_cap=1000,
-            invalid_action_handling="feedback",
-            response_timeout_s=600.0,
-            episode_wall_time_s=None,
-            proprio=proprio,
-            settling_controls=10,
-        ),
+        settings=settings_record(RunSettings(proprio=proprio), control_cap=1000),
         blinded=True,
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",

@@ -21,10 +21,11 @@ from mailroom.orchestrator.results import (
     Counters,
     EpisodeResult,
     Latency,
-    SettingsRecord,
     TypedError,
     Usage,
 )
+from mailroom.orchestrator.runner import settings_record
+from mailroom.orchestrator.settings import RunSettings
 from pydantic import BaseModel, ValidationError
 from test_mailbox_cases import CASES, DROP, REQUEST_ID, VECTOR, response, stop
 
@@ -274,18 +275,7 @@ def _result() -> Doc:
             init_states_sha256=sha,
             state_sha256=sha,
         ),
-        settings=SettingsRecord(
-            budget_mode="decisions",
-            max_policy_calls=200,
-            replan_interval=5,
-            max_chunk=5,
-            control_cap=1000,
-            invalid_action_handling="feedback",
-            response_timeout_s=600.0,
-            episode_wall_time_s=None,
-            proprio=False,
-            settling_controls=10,
-        ),
+        settings=settings_record(RunSettings(proprio=False), control_cap=1000),
         blinded=True,
         started_at="2026-09-07T12:00:00.000Z",
         finished_at="2026-09-07T12:01:00.000Z",
