@@ -13,7 +13,7 @@ import os
 import queue
 import resource
 import signal
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
@@ -45,18 +45,6 @@ class LaunchConfig:
 class Work:
     case: Case
     attempt: int
-
-
-@dataclass
-class Tally:
-    selected: int = 0
-    completed: int = 0
-    outcomes: Counter[str] = field(default_factory=Counter)
-    skipped: int = 0
-
-    def add(self, outcome: str) -> None:
-        self.completed += 1
-        self.outcomes[outcome] += 1
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,6 @@ class MailboxTransport:
         self.watcher.start()
         self._encoded: tuple[Capture, dict[str, bytes]] | None = None
         self._fallback_recorded = False
-        self.published_at: dict[int, float] = {}
 
     def _png(self, capture: Capture) -> dict[str, bytes]:
         # A re-delivered capture (after a rejection) is the same object: encode it once.
@@ -124,7 +123,6 @@ class MailboxTransport:
         if self.keep_images:
             for image_name, data in images:
                 self.evidence.keep_observation_file(image_name, data)
-        self.published_at[delivery.sequence] = time.monotonic()
         with CLOCK.phase("evidence"):
             self.evidence.keep_observation_file(name, body)
         self.evidence.event(
