@@ -12,9 +12,12 @@ the ones robosuite itself would have given.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import hashlib
 import importlib.util
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,25 +151,69 @@ def state_sha256(identity: TaskIdentity, init_state_index: int) -> str:
     return sha256_bytes(np.ascontiguousarray(states[init_state_index]).tobytes())
 
 
-class _GatedSensor:
-    """Renders only while the gate is open; otherwise returns the last rendered value."""
+@dataclass
+class _RenderGate:
+    """One switch for every camera sensor of an env, and a count of real renders."""
 
-    def __init__(self, sensor: Callable[[dict[str, Any]], Any], placeholder: Image) -> None:
+    open: bool = False
+    renders: int = 0
+
+
+class _GatedSensor:
+    """Renders only while the gate is open; otherwise returns the last rendered value
+    (at first a black placeholder of the right shape, which is all robosuite's sensor
+    checks need)."""
+
+    def __init__(
+        self, sensor: Callable[[dict[str, Any]], Any], placeholder: Image, gate: _RenderGate
+    ) -> None:
         self._sensor = sensor
-        self.open = False
+        self._gate = gate
         self._last: Any = placeholder
-        self.renders = 0
 
     def __call__(self, obs_cache: dict[str, Any]) -> Any:
-        if self.open:
+        if self._gate.open:
             with CLOCK.phase("render"):
                 self._last = self._sensor(obs_cache)
-            self.renders += 1
+            self._gate.renders += 1
         return self._last
 
     def __getattr__(self, name: str) -> Any:
         # robosuite reads decorator attributes (modality) from sensors.
         return getattr(self._sensor, name)
+
+
+class _CompiledModels:
+    """MuJoCo compiles the same scene XML into the same model, and a hard `reset()`
+    compiles its scene again every episode (~1 s here); with a plan's fixed seed the XML
+    of one task repeats. Compile each XML once and hand the simulator a fresh copy; the
+    pristine model is never handed out, so an episode cannot change the next one's."""
+
+    def __init__(self) -> None:
+        self._key = ""
+        self._model: Any = None
+        self.compiled = 0
+
+    def model_for(self, xml: str) -> Any:
+        import mujoco
+
+        key = hashlib.sha256(xml.encode("utf-8")).hexdigest()
+        if key != self._key:
+            self._model, self._key = mujoco.MjModel.from_xml_string(xml), key
+            self.compiled += 1
+        return copy.copy(self._model)
+
+    @contextlib.contextmanager
+    def in_use(self) -> Iterator[None]:
+        """robosuite builds its simulators with `MjSim.from_xml_string`: route it here."""
+        from robosuite.utils.binding_utils import MjSim
+
+        native = MjSim.__dict__["from_xml_string"]
+        MjSim.from_xml_string = classmethod(lambda cls, xml: cls(self.model_for(xml)))
+        try:
+            yield
+        finally:
+            MjSim.from_xml_string = native
 
 
 def _transform(image: Any) -> Image:
@@ -194,8 +241,8 @@ class LiberoAdapter:
         self.record_frames = record_frames
         self._env: Any = None
         self._env_key: tuple[str, int] | None = None
-        self._gates: list[_GatedSensor] = []
-        self._retired_renders = 0
+        self._gate = _RenderGate()
+        self._models = _CompiledModels()
         self._states: npt.NDArray[np.float64] | None = None
         self.envs_built = 0
 
@@ -223,28 +270,42 @@ class LiberoAdapter:
             )
         self._env = env
         self._env_key = (str(identity.bddl_path), identity.task_order_index)
+        self._install_gates()
         self._states = load_init_states(identity)
         self.envs_built += 1
 
     def _install_gates(self) -> None:
-        """Wrap the camera sensors; a hard `reset()` builds new ones, so call after each."""
-        self._retired_renders += sum(g.renders for g in self._gates)
+        """Gate the built env's camera sensors, and every sensor it creates later.
+
+        A hard `reset()` creates new camera sensors, calls each one while checking it
+        and again for its own observation, six renders per episode that nobody would
+        see: the sensors it creates are born gated, and the gate is closed then.
+        """
+        inner = self._env.env
         placeholder = np.zeros((self.image_size, self.image_size, 3), dtype=np.uint8)
-        self._gates = []
+        create_native = inner._create_camera_sensors
+
+        def create_gated(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+            sensors, names = create_native(*args, **kwargs)
+            return [_GatedSensor(s, placeholder, self._gate) for s in sensors], names
+
+        inner._create_camera_sensors = create_gated
         for camera in CAMERAS:
-            observable = self._env.env._observables[f"{camera}_image"]
-            gate = _GatedSensor(observable._sensor, placeholder)
-            observable._sensor = gate
-            self._gates.append(gate)
+            observable = inner._observables[f"{camera}_image"]
+            observable._sensor = _GatedSensor(observable._sensor, placeholder, self._gate)
 
     def _set_render(self, on: bool) -> None:
-        for gate in self._gates:
-            gate.open = on or self.record_frames
+        self._gate.open = on or self.record_frames
+
+    @property
+    def scene_compilations(self) -> int:
+        """Scene XMLs compiled by this adapter's resets (a repeated XML is compiled once)."""
+        return self._models.compiled
 
     @property
     def camera_renders(self) -> int:
         """Camera renders so far: the cost that gating saves."""
-        return self._retired_renders + sum(g.renders for g in self._gates)
+        return self._gate.renders
 
     def _capture(self, obs: dict[str, Any]) -> Capture:
         with CLOCK.phase("capture"):
@@ -272,14 +333,16 @@ class LiberoAdapter:
             env = self._env
             with simulator_chatter_to_stderr():
                 env.seed(seed)
-                env.reset()
-                self._install_gates()
-                self._set_render(False)
+                # Reset and settling deliver nothing but the last settling frame: even
+                # when every executed control is recorded, they never render otherwise.
+                self._gate.open = False
+                with self._models.in_use():
+                    env.reset()
                 env.set_init_state(state)
                 settled_success = False
                 obs: dict[str, Any] = {}
                 for i in range(SETTLING_CONTROLS):
-                    self._set_render(i == SETTLING_CONTROLS - 1)
+                    self._gate.open = i == SETTLING_CONTROLS - 1
                     obs, _reward, done, _info = env.step(np.array(SETTLING_ACTION))
                     settled_success = settled_success or bool(done)
         except (KeyError, AssertionError):
@@ -332,4 +395,3 @@ class LiberoAdapter:
             finally:
                 self._env = None
                 self._env_key = None
-                self._gates = []

@@ -105,9 +105,11 @@ def test_reused_gated_adapter_matches_a_fresh_plain_loop(
     adapter: LiberoAdapter, identity: TaskIdentity, reference: PlainRun
 ) -> None:
     adapter_run(adapter, identity, init_state=0)  # dirty the env with another episode
-    builds = adapter.envs_built
+    builds, compilations = adapter.envs_built, adapter.scene_compilations
     captures = adapter_run(adapter, identity, init_state=1)
     assert adapter.envs_built == builds  # the env was reused, not rebuilt
+    # ... and its reset simulated a copy of the scene compiled for the episode before
+    assert compilations == 1 and adapter.scene_compilations == compilations
     assert len(captures) == len(reference.delivered) == 1 + len(ACTIONS) // K
     for capture, expected in zip(captures, reference.delivered, strict=True):
         for camera in CAMERAS:
@@ -121,7 +123,10 @@ def test_reused_gated_adapter_matches_a_fresh_plain_loop(
 def test_cameras_render_only_for_delivered_observations(
     adapter: LiberoAdapter, identity: TaskIdentity
 ) -> None:
+    before = adapter.camera_renders
     adapter.start_episode(identity, 0, SEED)
+    # reset, the released state and settling render only the first delivered frame
+    assert adapter.camera_renders - before == len(CAMERAS)
     before = adapter.camera_renders
     for i in range(K):
         adapter.step(ACTIONS[i], observe=i == K - 1)
