@@ -117,20 +117,9 @@ def _forward_launch(report_q: Any, item: Work, text: str) -> None:
     report_q.put(("launch_message", item.case.case_id, item.attempt, text))
 
 
-def _share_cores(workers: int) -> None:
-    """Mesa's llvmpipe renders with a thread per core; several workers would fight over
-    the same cores. Give each worker its share (measured: +11% episodes/hour with 2
-    workers on 2 cores), unless the user chose a thread count."""
-    if workers > 1 and "LP_NUM_THREADS" not in os.environ:
-        os.environ["LP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
-
-
-def _worker_main(
-    config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int, workers: int
-) -> None:
+def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
     die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    _share_cores(workers)
     from .catalog import reference_horizon
     from .episode import process_launcher, run_blinded_episode
     from .libero_adapter import LiberoAdapter
@@ -205,9 +194,7 @@ def run_work(
     for _ in range(n):
         work_q.put(None)
     procs: list[BaseProcess] = [
-        ctx.Process(
-            target=_worker_main, args=(config, work_q, report_q, os.getpid(), n), daemon=False
-        )
+        ctx.Process(target=_worker_main, args=(config, work_q, report_q, os.getpid()), daemon=False)
         for _ in range(n)
     ]
     for proc in procs:
