@@ -15,7 +15,8 @@ process competes with the measured path and nothing is detected late.
 
 Run by hand, never as a timed test:
 
-    .venv/bin/python bench/decision_overhead.py [--decisions 300] [--json]
+    .venv/bin/python bench/decision_overhead.py [--decisions 300] \
+        [--outbox-durability atomic|durable] [--json]
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from mailroom.orchestrator.libero_adapter import (
 )
 from mailroom.orchestrator.mailbox_transport import MailboxTransport
 from mailroom.orchestrator.runner import EpisodeRequest, EpisodeRunner
-from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.settings import OutboxDurability, RunSettings
 from mailroom.orchestrator.timing import CLOCK
 from mailroom.orchestrator.transport import DecisionOutcome, Delivery
 
@@ -141,11 +142,15 @@ def _delivery(sequence: int, capture: Capture) -> Delivery:
     )
 
 
-def measure_transport(decisions: int, workdir: Path, keep_images: bool) -> dict[str, Any]:
+def measure_transport(
+    decisions: int, workdir: Path, keep_images: bool, durability: OutboxDurability
+) -> dict[str, Any]:
     """`deliver` then `await_decision` on an answer already in the inbox, `decisions` times."""
     endpoint = create_endpoint(workdir / "mailbox")
     evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
-    transport = MailboxTransport(endpoint, evidence, keep_images=keep_images)
+    transport = MailboxTransport(
+        endpoint, evidence, keep_images=keep_images, outbox_durability=durability
+    )
     deliver: list[float] = []
     await_: list[float] = []
     CLOCK.reset(enabled=True)
@@ -175,7 +180,12 @@ def measure_transport(decisions: int, workdir: Path, keep_images: bool) -> dict[
     phases["deliver_total"] = _ms(deliver)
     phases["claim_parse_validate"] = _ms(samples["claim_parse"])
     phases["await_decision_total"] = _ms(await_)
-    return {"keep_images": keep_images, "decisions": decisions, "phases": phases}
+    return {
+        "keep_images": keep_images,
+        "outbox_durability": durability,
+        "decisions": decisions,
+        "phases": phases,
+    }
 
 
 class StandInAdapter(LiberoAdapter):
@@ -242,14 +252,24 @@ IDENTITY = TaskIdentity(
 )
 
 
-def measure_cycle(decisions: int, workdir: Path, keep_images: bool) -> dict[str, Any]:
+def measure_cycle(
+    decisions: int, workdir: Path, keep_images: bool, durability: OutboxDurability
+) -> dict[str, Any]:
     """Whole episodes through the real runner; phases and overhead per decision."""
-    settings = RunSettings(max_policy_calls=decisions, replan_interval=K, response_timeout_s=5)
+    settings = RunSettings(
+        max_policy_calls=decisions,
+        replan_interval=K,
+        response_timeout_s=5,
+        outbox_durability=durability,
+    )
     adapter = StandInAdapter(control_cap=decisions * K)
     runner = EpisodeRunner(adapter, settings)
     endpoint = create_endpoint(workdir / "mailbox")
     evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
-    actor = InlineActor(MailboxTransport(endpoint, evidence, keep_images=keep_images))
+    mailbox = MailboxTransport(
+        endpoint, evidence, keep_images=keep_images, outbox_durability=settings.outbox_durability
+    )
+    actor = InlineActor(mailbox)
     request = EpisodeRequest(
         attempt_id="a-1",
         case_id="c",
@@ -282,6 +302,7 @@ def measure_cycle(decisions: int, workdir: Path, keep_images: bool) -> dict[str,
     phases["cycle"] = _ms([c["cycle"] for c in cycles])
     return {
         "keep_images": keep_images,
+        "outbox_durability": durability,
         "decisions": len(cycles),
         "phases": phases,
         "overhead": _ms(overhead),
@@ -289,7 +310,10 @@ def measure_cycle(decisions: int, workdir: Path, keep_images: bool) -> dict[str,
 
 
 def _table(title: str, figures: dict[str, Any]) -> None:
-    print(f"{title} ({figures['decisions']} decisions, keep_images={figures['keep_images']})")
+    print(
+        f"{title} ({figures['decisions']} decisions, keep_images={figures['keep_images']}, "
+        f"outbox {figures['outbox_durability']})"
+    )
     print(f"  {'phase':<24} {'p50 ms':>8} {'p95 ms':>8}")
     rows = dict(figures["phases"])
     if "overhead" in figures:
@@ -301,15 +325,24 @@ def _table(title: str, figures: dict[str, Any]) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Orchestrator overhead per decision, no sim.")
     parser.add_argument("--decisions", type=int, default=300, help="decisions per measurement")
+    parser.add_argument(
+        "--outbox-durability",
+        choices=["atomic", "durable"],
+        default="atomic",
+        help="the run setting under test (default: the setting's default)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
+    durability: OutboxDurability = "durable" if args.outbox_durability == "durable" else "atomic"
     results: dict[str, Any] = {}
     for keep in (False, True):
         label = "full" if keep else "minimal"
         with tempfile.TemporaryDirectory(prefix="mailroom-overhead-") as tmp:
-            results[f"transport_{label}"] = measure_transport(args.decisions, Path(tmp), keep)
+            results[f"transport_{label}"] = measure_transport(
+                args.decisions, Path(tmp), keep, durability
+            )
         with tempfile.TemporaryDirectory(prefix="mailroom-overhead-") as tmp:
-            results[f"cycle_{label}"] = measure_cycle(args.decisions, Path(tmp), keep)
+            results[f"cycle_{label}"] = measure_cycle(args.decisions, Path(tmp), keep, durability)
     if args.json:
         print(json.dumps(results, indent=2))
         return 0

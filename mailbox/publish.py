@@ -1,4 +1,9 @@
-"""Atomic, durable publication: temp name in the same directory, fsync, rename, fsync dir.
+"""Atomic publication: temp name in the same directory, rename; durable on request.
+
+Atomic: a reader only ever sees a whole file under its final name. Durable (`durable=
+True`, the default here) adds an fsync of each file before its rename and of the
+directory after, so the file also survives a machine crash. The orchestrator's own
+records are durable; outbox files follow the run's declared `outbox_durability`.
 
 `publish_bytes` writes the orchestrator's own (private) files by path.
 `publish_into` does the same inside a held directory, by descriptor only, and

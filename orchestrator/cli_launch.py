@@ -21,6 +21,7 @@ from .settings import (
     ActorLimits,
     BudgetMode,
     InvalidActionHandling,
+    OutboxDurability,
     RecordMode,
     RunSettings,
     WatchMode,
@@ -202,6 +203,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
             proprio=options["proprio"],
             watch_mode=cast(WatchMode, options["watch_mode"]),
             min_decisions_before_stop=options["min_decisions_before_stop"],
+            outbox_durability=cast(OutboxDurability, options["outbox_durability"]),
         )
     except ValueError as exc:
         raise click.UsageError(f"settings refused: {exc}") from exc
@@ -272,6 +274,13 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     default=0,
     show_default=True,
     help="Method persistence rule; never postpones caps.",
+)
+@click.option(
+    "--outbox-durability",
+    type=click.Choice(["atomic", "durable"]),
+    default="atomic",
+    show_default=True,
+    help="Observation files are always published atomically; 'durable' also fsyncs them.",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)

@@ -138,7 +138,11 @@ def run_blinded_episode(
     )
     evidence.write_private("launch_message.json", {"instructions": instructions})
     mailbox = MailboxTransport(
-        endpoint, evidence, watch_mode=settings.watch_mode, keep_images=record == "full"
+        endpoint,
+        evidence,
+        watch_mode=settings.watch_mode,
+        keep_images=record == "full",
+        outbox_durability=settings.outbox_durability,
     )
     checks = [scratch_quota(mailbox, limits or ActorLimits())]
     transport: Transport = ActorGuard(mailbox, lambda: True, checks)

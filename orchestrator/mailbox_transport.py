@@ -30,6 +30,7 @@ from .evidence import EpisodeEvidence
 from .hashing import sha256_bytes
 from .observation import build_observation
 from .png import encode_png
+from .settings import OutboxDurability
 from .timing import CLOCK
 from .transport import DecisionOutcome, Delivery, TimedOut
 
@@ -70,8 +71,11 @@ class MailboxTransport:
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
         keep_images: bool = True,
         polling_interval: float = POLLING_INTERVAL,
+        outbox_durability: OutboxDurability = "atomic",
     ) -> None:
         self.endpoint = held_endpoint(endpoint)
+        # Outbox files are always atomic; fsynced only when the run declares it.
+        self.durable = outbox_durability == "durable"
         self.dirs = self.endpoint.held
         self.evidence = evidence
         self.keep_images = keep_images
@@ -99,7 +103,7 @@ class MailboxTransport:
     def _publish(self, sequence: int, items: list[tuple[str, bytes]]) -> None:
         try:
             with CLOCK.phase("publish"):
-                publish_all_to_outbox(self.dirs, items)
+                publish_all_to_outbox(self.dirs, items, durable=self.durable)
         except EndpointTamperedError as exc:
             self.evidence.event(
                 "endpoint_tampered", sequence=sequence, stage="publish", message=str(exc)
@@ -208,7 +212,9 @@ class MailboxTransport:
         try:
             body = canonical_json(to_document(Closed(last_sequence=last_sequence)))
             try:
-                publish_to_outbox(self.dirs, self.endpoint.closed_file.name, body)
+                publish_to_outbox(
+                    self.dirs, self.endpoint.closed_file.name, body, durable=self.durable
+                )
             except OSError as exc:
                 tampering = isinstance(exc, EndpointTamperedError)
                 self.evidence.event(

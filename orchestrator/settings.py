@@ -10,6 +10,11 @@ BudgetMode = Literal["horizon", "decisions"]
 InvalidActionHandling = Literal["terminal", "feedback"]
 WatchMode = Literal["inotify", "polling"]
 RecordMode = Literal["full", "minimal"]
+# How observation files reach the outbox. Both are atomic (temporary name, rename): the
+# actor only ever sees whole files. `durable` also fsyncs each file and the outbox, so
+# a published observation survives a machine crash; outbox files only ever serve the
+# live actor (an endpoint is never reused, the orchestrator keeps its own copies).
+OutboxDurability = Literal["atomic", "durable"]
 MAX_CHUNK_LIMIT = 64  # the frozen response schema's maxItems
 
 
@@ -30,6 +35,7 @@ class RunSettings(BaseModel):
     proprio: bool = False
     watch_mode: WatchMode = "inotify"
     min_decisions_before_stop: Annotated[int, Field(ge=0)] = 0
+    outbox_durability: OutboxDurability = "atomic"
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSettings:

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import secrets
+import stat
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.evidence import EpisodeEvidence
 from mailroom.orchestrator.libero_adapter import Capture
 from mailroom.orchestrator.mailbox_transport import MailboxTransport
+from mailroom.orchestrator.settings import OutboxDurability, RunSettings
 from mailroom.orchestrator.transport import Delivery, TimedOut
 from test_mailbox_cases import LIMITS, encode, write_atomically
 from watchdog.observers.inotify_c import InotifyFD
@@ -216,3 +218,51 @@ def test_the_transport_does_not_load_the_simulator() -> None:
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ}, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("durability", "expected"),
+    [
+        # deliver: each staged file (one image, the document), then the outbox; close:
+        # the notice, then the outbox.
+        ("durable", ["file", "file", "dir", "file", "dir"]),
+        ("atomic", []),
+    ],
+)
+def test_the_declared_outbox_durability_reaches_every_publication(
+    setup: tuple[Endpoint, EpisodeEvidence],
+    monkeypatch: pytest.MonkeyPatch,
+    durability: OutboxDurability,
+    expected: list[str],
+) -> None:
+    endpoint, evidence = setup
+    transport = MailboxTransport(endpoint, evidence, outbox_durability=durability)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    first = _delivery(1)
+    transport.deliver(first)
+    transport.close(1)
+    monkeypatch.undo()
+    assert synced == expected
+    # Atomic either way: whole files under their final names, no temporary name left.
+    assert sorted(p.name for p in endpoint.outbox.iterdir()) == [
+        "closed.json",
+        "obs-1-agentview.png",
+        "obs-1.json",
+    ]
+    published = json.loads((endpoint.outbox / "obs-1.json").read_text())
+    assert published["request_id"] == first.request_id
+    assert json.loads((endpoint.outbox / "closed.json").read_text())["last_sequence"] == 1
+
+
+def test_the_outbox_is_atomic_unless_the_run_declares_it_durable() -> None:
+    assert RunSettings().outbox_durability == "atomic"
+    assert RunSettings(outbox_durability="durable").outbox_durability == "durable"
+    with pytest.raises(ValueError):
+        RunSettings.model_validate({"outbox_durability": "fsync"})

@@ -1,0 +1,68 @@
+"""The run manifest records every declared setting, the outbox durability included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.cli_launch import _settings_from, launch
+from mailroom.orchestrator.manifest import MANIFEST_SCHEMA, build_manifest
+from mailroom.orchestrator.plans import build_plan
+from mailroom.orchestrator.settings import RunSettings
+
+
+def _manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
+    plan = build_plan("fast")
+    return build_manifest(
+        run_id="run-manifest-test",
+        plan_sha256=plan.plan_sha256,
+        plan_kind=plan.kind,
+        n_cases=len(plan.cases),
+        profile_name="scripted_diagnostic",
+        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
+        settings=settings,
+        actor_command=None,
+        record="minimal",
+        run_dir=tmp_path / "run",
+        mailbox_root=tmp_path / "mailboxes",
+        workers=1,
+    )
+
+
+@pytest.mark.parametrize("durability", ["atomic", "durable"])
+def test_the_manifest_records_the_outbox_durability(tmp_path: Path, durability: str) -> None:
+    settings = RunSettings.model_validate({"outbox_durability": durability})
+    manifest = _manifest(tmp_path, settings)
+    assert manifest["settings"]["outbox_durability"] == durability
+    assert RunSettings.model_validate(manifest["settings"]) == settings
+
+
+def test_the_default_is_atomic_and_older_manifests_stay_valid(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, RunSettings())
+    assert manifest["settings"]["outbox_durability"] == "atomic"
+    older = {**manifest, "settings": dict(manifest["settings"])}
+    del older["settings"]["outbox_durability"]
+    assert schema_errors(MANIFEST_SCHEMA, older) == []
+    wrong = {**manifest, "settings": {**manifest["settings"], "outbox_durability": "fsync"}}
+    assert schema_errors(MANIFEST_SCHEMA, wrong) != []
+
+
+def test_launch_declares_the_outbox_durability() -> None:
+    option = next(p for p in launch.params if p.name == "outbox_durability")
+    assert isinstance(option, click.Option) and isinstance(option.type, click.Choice)
+    assert list(option.type.choices) == ["atomic", "durable"]
+    assert option.default == "atomic"
+    named = {"plan_file", "profile", "run_dir", "mailbox_root", "actor", "workers", "record"}
+    ctx = click.Context(launch)
+    options = {
+        p.name: p.get_default(ctx)
+        for p in launch.params
+        if p.name is not None and p.name not in {*named, "as_json"}
+    }
+    assert _settings_from(options) == RunSettings()
+    assert _settings_from({**options, "outbox_durability": "durable"}).outbox_durability == (
+        "durable"
+    )
