@@ -183,37 +183,88 @@ class _GatedSensor:
         return getattr(self._sensor, name)
 
 
-class _CompiledModels:
-    """MuJoCo compiles the same scene XML into the same model, and a hard `reset()`
-    compiles its scene again every episode (~1 s here); with a plan's fixed seed the XML
-    of one task repeats. Compile each XML once and hand the simulator a fresh copy; the
-    pristine model is never handed out, so an episode cannot change the next one's."""
+def _rebind_render_context(context: Any, sim: Any) -> None:
+    """Hand a built offscreen render context to a new simulator of the same model.
+
+    The GL side (meshes and textures uploaded to an `MjrContext`, ~1.5 s here) depends
+    only on the model, which is a copy of the same compiled one; everything that holds
+    per-simulator state is made anew, as robosuite's `MjRenderContext` makes it.
+    """
+    import mujoco
+
+    context.gl_ctx.make_current()
+    context.sim, context.model, context.data = sim, sim.model, sim.data
+    context.scn = mujoco.MjvScene(sim.model._model, maxgeom=1000)
+    context.cam = mujoco.MjvCamera()
+    context.cam.fixedcamid = 0
+    context.cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+    context.vopt = mujoco.MjvOption()
+    context.pert = mujoco.MjvPerturb()
+    context.pert.active = 0
+    context.pert.select = 0
+    context.pert.skinselect = -1
+    sim._render_context_offscreen = context
+
+
+class _SceneCache:
+    """What a hard `reset()` rebuilds that the same scene XML always rebuilds the same.
+
+    A reset compiles the scene XML (~1 s here) and uploads it to a new render context
+    (~1.5 s), every episode; with a plan's fixed seed the XML of one task repeats. Each
+    XML is compiled once and the simulator gets a fresh copy (the pristine model is
+    never handed out, so an episode cannot change the next one's); a render context
+    built for a copy of that same model is handed on to the next simulator.
+    """
 
     def __init__(self) -> None:
         self._key = ""
         self._model: Any = None
+        self._context_key = ""  # the model the current simulator's render context is for
         self.compiled = 0
+        self.contexts_reused = 0
 
-    def model_for(self, xml: str) -> Any:
+    def new_env(self) -> None:
+        """A newly built env's render context was not built here: never hand it on."""
+        self._context_key = ""
+
+    def _sim_for(self, sim_class: Any, xml: str, kept: list[Any], context_key: str) -> Any:
         import mujoco
 
         key = hashlib.sha256(xml.encode("utf-8")).hexdigest()
+        # A context that is not handed on must be gone before robosuite builds the new
+        # one: freeing a context releases whichever GL context is current.
+        context = kept.pop() if kept else None
+        if context is not None and key != context_key:
+            del context
+            context = None
         if key != self._key:
             self._model, self._key = mujoco.MjModel.from_xml_string(xml), key
             self.compiled += 1
-        return copy.copy(self._model)
+        sim = sim_class(copy.copy(self._model))
+        if context is not None:
+            _rebind_render_context(context, sim)
+            self.contexts_reused += 1
+        return sim
 
     @contextlib.contextmanager
-    def in_use(self) -> Iterator[None]:
-        """robosuite builds its simulators with `MjSim.from_xml_string`: route it here."""
+    def reset_of(self, env: Any) -> Iterator[None]:
+        """Around `env.reset()`: robosuite builds its simulator with
+        `MjSim.from_xml_string`, which is routed here meanwhile."""
         from robosuite.utils.binding_utils import MjSim
 
+        kept = [] if env.sim is None else [env.sim._render_context_offscreen]
+        context_key, self._context_key = self._context_key, ""
         native = MjSim.__dict__["from_xml_string"]
-        MjSim.from_xml_string = classmethod(lambda cls, xml: cls(self.model_for(xml)))
+        MjSim.from_xml_string = classmethod(
+            lambda cls, xml: self._sim_for(cls, xml, kept, context_key)
+        )
         try:
             yield
         finally:
             MjSim.from_xml_string = native
+        # Only after a reset that went through: its simulator's render context was built
+        # for (or handed on to) a copy of the model compiled for `self._key`.
+        self._context_key = self._key
 
 
 def _transform(image: Any) -> Image:
@@ -242,7 +293,7 @@ class LiberoAdapter:
         self._env: Any = None
         self._env_key: tuple[str, int] | None = None
         self._gate = _RenderGate()
-        self._models = _CompiledModels()
+        self._scenes = _SceneCache()
         self._states: npt.NDArray[np.float64] | None = None
         self.envs_built = 0
 
@@ -270,6 +321,7 @@ class LiberoAdapter:
             )
         self._env = env
         self._env_key = (str(identity.bddl_path), identity.task_order_index)
+        self._scenes.new_env()
         self._install_gates()
         self._states = load_init_states(identity)
         self.envs_built += 1
@@ -300,7 +352,12 @@ class LiberoAdapter:
     @property
     def scene_compilations(self) -> int:
         """Scene XMLs compiled by this adapter's resets (a repeated XML is compiled once)."""
-        return self._models.compiled
+        return self._scenes.compiled
+
+    @property
+    def render_contexts_reused(self) -> int:
+        """Resets that handed the previous simulator's render context on."""
+        return self._scenes.contexts_reused
 
     @property
     def camera_renders(self) -> int:
@@ -336,7 +393,7 @@ class LiberoAdapter:
                 # Reset and settling deliver nothing but the last settling frame: even
                 # when every executed control is recorded, they never render otherwise.
                 self._gate.open = False
-                with self._models.in_use():
+                with self._scenes.reset_of(env.env):
                     env.reset()
                 env.set_init_state(state)
                 settled_success = False

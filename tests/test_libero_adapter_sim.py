@@ -27,7 +27,9 @@ from mailroom.orchestrator.libero_adapter import (
 
 pytestmark = pytest.mark.sim
 
-SUITE, TASK, SEED, K = "libero_10", 0, 20260907, 5
+# A scene whose fixtures the seed moves (about a centimetre), after its XML is compiled.
+SUITE, TASK, SEED, K = "libero_spatial", 0, 20260907, 5
+OTHER_SEED = 7
 rng = np.random.default_rng(7)
 ACTIONS: list[list[float]] = [
     [*rng.uniform(-0.6, 0.6, size=6).round(3).tolist(), -1.0 if i < 10 else 1.0] for i in range(20)
@@ -41,7 +43,7 @@ class PlainRun:
     final_state: npt.NDArray[np.float64]
 
 
-def plain_libero_loop(identity: TaskIdentity, init_state: int) -> PlainRun:
+def plain_libero_loop(identity: TaskIdentity, init_state: int, seed: int = SEED) -> PlainRun:
     """What a common LIBERO evaluator does, with the protocol's camera transform."""
     with simulator_chatter_to_stderr():
         from libero.libero import benchmark
@@ -52,7 +54,7 @@ def plain_libero_loop(identity: TaskIdentity, init_state: int) -> PlainRun:
             bddl_file_name=str(identity.bddl_path), camera_heights=256, camera_widths=256
         )
         try:
-            env.seed(SEED)
+            env.seed(seed)
             env.reset()
             env.set_init_state(states[init_state])
             for _ in range(SETTLING_CONTROLS):
@@ -73,8 +75,10 @@ def _images(obs: dict[str, Any]) -> dict[str, npt.NDArray[np.uint8]]:
     return {c: np.ascontiguousarray(obs[f"{c}_image"][::-1, ::-1]) for c in CAMERAS}
 
 
-def adapter_run(adapter: LiberoAdapter, identity: TaskIdentity, init_state: int) -> list[Capture]:
-    start = adapter.start_episode(identity, init_state, SEED)
+def adapter_run(
+    adapter: LiberoAdapter, identity: TaskIdentity, init_state: int, seed: int = SEED
+) -> list[Capture]:
+    start = adapter.start_episode(identity, init_state, seed)
     captures = [start.capture]
     for i, action in enumerate(ACTIONS):
         outcome = adapter.step(action, observe=(i + 1) % K == 0)
@@ -106,10 +110,17 @@ def test_reused_gated_adapter_matches_a_fresh_plain_loop(
 ) -> None:
     adapter_run(adapter, identity, init_state=0)  # dirty the env with another episode
     builds, compilations = adapter.envs_built, adapter.scene_compilations
+    contexts = adapter.render_contexts_reused
     captures = adapter_run(adapter, identity, init_state=1)
     assert adapter.envs_built == builds  # the env was reused, not rebuilt
-    # ... and its reset simulated a copy of the scene compiled for the episode before
+    # ... and its reset simulated a copy of the scene compiled for the episode before,
+    # rendered through the render context built for that episode
     assert compilations == 1 and adapter.scene_compilations == compilations
+    assert adapter.render_contexts_reused == contexts + 1
+    assert_same_run(adapter, captures, reference)
+
+
+def assert_same_run(adapter: LiberoAdapter, captures: list[Capture], reference: PlainRun) -> None:
     assert len(captures) == len(reference.delivered) == 1 + len(ACTIONS) // K
     for capture, expected in zip(captures, reference.delivered, strict=True):
         for camera in CAMERAS:
@@ -118,6 +129,20 @@ def test_reused_gated_adapter_matches_a_fresh_plain_loop(
             assert image.flags["C_CONTIGUOUS"]
             assert np.array_equal(image, expected[camera])
     assert np.array_equal(adapter.sim_state(), reference.final_state)
+
+
+def test_another_seed_on_the_reused_scene_matches_a_fresh_plain_loop(
+    adapter: LiberoAdapter, identity: TaskIdentity, reference: PlainRun
+) -> None:
+    """The seed places fixtures after the scene is compiled: the same compiled scene
+    and render context serve every seed, and the placement still comes through."""
+    compilations, contexts = adapter.scene_compilations, adapter.render_contexts_reused
+    captures = adapter_run(adapter, identity, init_state=1, seed=OTHER_SEED)
+    assert adapter.scene_compilations == compilations
+    assert adapter.render_contexts_reused == contexts + 1
+    first = captures[0].images["agentview"]
+    assert not np.array_equal(first, reference.delivered[0]["agentview"])  # seed shows
+    assert_same_run(adapter, captures, plain_libero_loop(identity, 1, seed=OTHER_SEED))
 
 
 def test_cameras_render_only_for_delivered_observations(
