@@ -11,7 +11,9 @@ process competes with the measured path and nothing is detected late.
 - `transport`: `MailboxTransport.deliver` and `await_decision` alone, phase by phase.
 - `cycle`: whole episodes through `EpisodeRunner`: the overhead per decision from the
   response in the inbox to the next observation published (the benchmark's
-  `overhead_ms` with physics and rendering at zero).
+  `overhead_ms` with physics and rendering at zero). Phases are those inside the
+  cycle: here `evidence` is what the runner writes before publishing; what the
+  transport keeps after publishing shows as `evidence` under `transport`.
 
 Run by hand, never as a timed test:
 

@@ -123,19 +123,22 @@ class MailboxTransport:
         name = self.endpoint.observation_file(delivery.sequence).name
         # Images first: once obs-<n>.json is visible, everything it names is there.
         self._publish(delivery.sequence, [*images, (name, body)])
-        image_hashes = {camera: sha256_bytes(data) for camera, data in pngs.items()}
-        if self.keep_images:
-            for image_name, data in images:
-                self.evidence.keep_observation_file(image_name, data)
+        # The actor may read the observation from here on: the decision cycle ends, and
+        # what the actor does not need is done now, while it works. The event comes
+        # first, so a crash leaves the publication on record as soon as possible.
+        CLOCK.end_cycle()
         with CLOCK.phase("evidence"):
+            self.evidence.event(
+                "observation_published",
+                sequence=delivery.sequence,
+                request_id=delivery.request_id,
+                image_sha256={camera: sha256_bytes(data) for camera, data in pngs.items()},
+                feedback=document["feedback"],
+            )
+            if self.keep_images:
+                for image_name, data in images:
+                    self.evidence.keep_observation_file(image_name, data)
             self.evidence.keep_observation_file(name, body)
-        self.evidence.event(
-            "observation_published",
-            sequence=delivery.sequence,
-            request_id=delivery.request_id,
-            image_sha256=image_hashes,
-            feedback=document["feedback"],
-        )
 
     def usage(self, max_entries: int) -> Usage:
         """What the actor keeps in its endpoint (outbox/ excluded), bounded by `max_entries`."""

@@ -1,7 +1,10 @@
 """Phase timing for the benchmark: off by default, near-free when off.
 
 A decision cycle runs from a claimed response to the next published observation;
-phases timed inside it are summed per cycle, so medians are per decision.
+phases timed inside it are summed per cycle, so medians are per decision. A transport
+that publishes ends the cycle at the publication itself (the runner's own `end_cycle`
+after `deliver` is then a no-op): bookkeeping done after it overlaps the actor's work,
+and is still sampled per phase.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from mailroom.orchestrator.evidence import EpisodeEvidence
 from mailroom.orchestrator.libero_adapter import Capture
 from mailroom.orchestrator.mailbox_transport import MailboxTransport
 from mailroom.orchestrator.settings import OutboxDurability, RunSettings
+from mailroom.orchestrator.timing import CLOCK
 from mailroom.orchestrator.transport import Delivery, TimedOut
 from test_mailbox_cases import LIMITS, encode, write_atomically
 from watchdog.observers.inotify_c import InotifyFD
@@ -266,3 +267,23 @@ def test_the_outbox_is_atomic_unless_the_run_declares_it_durable() -> None:
     assert RunSettings(outbox_durability="durable").outbox_durability == "durable"
     with pytest.raises(ValueError):
         RunSettings.model_validate({"outbox_durability": "fsync"})
+
+
+def test_the_decision_cycle_ends_when_the_observation_is_published(
+    setup: tuple[Endpoint, EpisodeEvidence],
+) -> None:
+    endpoint, evidence = setup
+    transport = MailboxTransport(endpoint, evidence)
+    CLOCK.reset(enabled=True)
+    try:
+        CLOCK.begin_cycle()
+        transport.deliver(_delivery(1))
+        cycles, samples = CLOCK.cycles, dict(CLOCK.samples)
+    finally:
+        CLOCK.reset(enabled=False)
+        transport.close(1)
+    # Publication closes the cycle; the evidence kept after it is sampled apart.
+    assert len(cycles) == 1
+    assert {"encode", "observation_document", "publish", "cycle"} <= set(cycles[0])
+    assert "evidence" not in cycles[0] and len(samples["evidence"]) == 1
+    assert _events(evidence)[0]["event"] == "observation_published"
