@@ -70,8 +70,11 @@ class Endpoint:
     def observation_file(self, sequence: int) -> Path:
         return self.outbox / f"obs-{sequence}.json"
 
+    def image_name(self, sequence: int, camera: str) -> str:
+        return f"obs-{sequence}-{camera}.png"
+
     def image_file(self, sequence: int, camera: str) -> Path:
-        return self.outbox / f"obs-{sequence}-{camera}.png"
+        return self.outbox / self.image_name(sequence, camera)
 
     def response_name(self, sequence: int) -> str:
         return f"resp-{sequence}.json"

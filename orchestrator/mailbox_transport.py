@@ -28,7 +28,7 @@ from mailroom.mailbox.watcher import (
 
 from .evidence import EpisodeEvidence
 from .hashing import sha256_bytes
-from .observation import build_observation
+from .observation import observation_document
 from .png import encode_png
 from .settings import OutboxDurability
 from .timing import CLOCK
@@ -118,7 +118,7 @@ class MailboxTransport:
             for camera, data in pngs.items()
         ]
         with CLOCK.phase("observation_document"):
-            document = to_document(build_observation(delivery, self.endpoint))
+            document = observation_document(delivery, self.endpoint)
             body = canonical_json(document)
         name = self.endpoint.observation_file(delivery.sequence).name
         # Images first: once obs-<n>.json is visible, everything it names is there.
