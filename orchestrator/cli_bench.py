@@ -37,10 +37,10 @@ def _meets(value: float | None, op: str, target: float) -> str:
 @click.option("--replan-interval", "k", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option(
     "--episodes",
-    type=click.IntRange(min=2),
-    default=4,
+    type=click.IntRange(min=8),
+    default=16,
     show_default=True,
-    help="Episodes for the 1- and 2-worker throughput runs.",
+    help="Episodes for the 1- and 2-worker throughput runs (four tasks).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (headline keys plus details)."
@@ -95,4 +95,12 @@ def bench(decisions: int, k: int, episodes: int, as_json: bool) -> None:
         f"delivered images identical to the naive loop: {details['delivered_images_identical']}; "
         f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
         f"reused env {details['first_observation']['reused_env_s']} s"
+    )
+    one, two = details["workers_1"], details["workers_2"]
+    console.print(
+        f"episodes/hour while every worker is busy: 1 worker {one['episodes_per_hour']}, "
+        f"2 workers {two['episodes_per_hour']}; whole runs including start-up "
+        f"({one['wall_s']} s and {two['wall_s']} s for {one['episodes']} episodes): "
+        f"{one['episodes_per_hour_whole_run']} and {two['episodes_per_hour_whole_run']}, "
+        f"ratio {details['workers_2_over_1_whole_run']}"
     )
