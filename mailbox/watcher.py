@@ -24,7 +24,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, TypeVar
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
@@ -35,6 +42,14 @@ DEFAULT_SCAN_INTERVAL = 0.25
 POLLING_INTERVAL = 0.05
 FALLBACK_SCAN_INTERVAL = 0.05
 WAKE_EVENTS = frozenset({"created", "moved"})
+# Only these are asked of the kernel (inotify: IN_CREATE and IN_MOVE): writes, closes
+# and the claims' own unlinks wake no observer thread.
+WAKE_EVENT_TYPES: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirMovedEvent,
+]
 T = TypeVar("T")
 
 
@@ -159,7 +174,11 @@ class InboxWatcher:
             observer = self._new_observer()
             # Following only the watched path itself: a held directory's magic link.
             observer.schedule(
-                _Wakeup(self._event), str(self.inbox), recursive=False, follow_symlink=True
+                _Wakeup(self._event),
+                str(self.inbox),
+                recursive=False,
+                follow_symlink=True,
+                event_filter=WAKE_EVENT_TYPES,
             )
             observer.start()
         except Exception as exc:  # any failure to watch: the scan still finds files
