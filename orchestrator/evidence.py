@@ -28,6 +28,7 @@ class EpisodeEvidence:
         (self.directory / "responses").mkdir(exist_ok=True)
         self._events = (self.directory / EVENTS_FILE).open("a", encoding="utf-8")
         self._steps = (self.directory / STEPS_FILE).open("a", encoding="utf-8")
+        self._pending_steps: list[dict[str, Any]] = []
 
     def event(self, kind: str, /, **fields: Any) -> None:
         record = {"t": round(time.time(), 6), "event": kind, **fields}
@@ -35,8 +36,25 @@ class EpisodeEvidence:
         self._events.flush()
 
     def step(self, record: dict[str, Any]) -> None:
-        """One executed control (LeRobot-style step row), appended as it happens."""
-        self._steps.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
+        """One executed control (LeRobot-style step row), kept until `write_steps`.
+
+        Step rows are evidence for export, not for resume (which reads the event log):
+        the runner writes them once the next observation is out, and `close` writes
+        whatever is left.
+        """
+        self._pending_steps.append(record)
+
+    @property
+    def pending_steps(self) -> list[dict[str, Any]]:
+        """Step rows kept but not yet written."""
+        return list(self._pending_steps)
+
+    def write_steps(self) -> None:
+        """Append the step rows kept so far to steps.jsonl, in order."""
+        pending, self._pending_steps = self._pending_steps, []
+        self._steps.writelines(
+            json.dumps(record, sort_keys=True, allow_nan=False) + "\n" for record in pending
+        )
 
     def response_path(self, sequence: int) -> Path:
         return self.directory / "responses" / f"resp-{sequence}.json"
@@ -51,6 +69,8 @@ class EpisodeEvidence:
         publish_json(self.directory / RESULT_FILE, result.document())
 
     def close(self) -> None:
+        if not self._steps.closed:
+            self.write_steps()
         for log in (self._events, self._steps):
             if not log.closed:
                 log.close()

@@ -262,6 +262,8 @@ class EpisodeRunner:
             transport.deliver(delivery)
             CLOCK.end_cycle()
             published = time.monotonic()
+            with CLOCK.phase("evidence"):
+                evidence.write_steps()  # the last chunk's rows, while the actor works
             timeout = settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
@@ -384,8 +386,7 @@ class EpisodeRunner:
             }
             if result.state is not None:
                 step["state"] = list(result.state)
-            with CLOCK.phase("evidence"):
-                evidence.step(step)
+            evidence.step(step)
             if self.video is not None and result.frames is not None:
                 self.video.add(result.frames)
             if result.success:

@@ -1,0 +1,134 @@
+"""The runner's evidence without the simulator: step rows and the event log.
+
+A stand-in adapter (the adapter's interface, synthetic frames, no physics) drives the
+real runner through the real mailbox transport; the actor answers inline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.parser import ActionLimits
+from mailroom.orchestrator.evidence import STEPS_FILE, EpisodeEvidence
+from mailroom.orchestrator.export import read_steps
+from mailroom.orchestrator.interrupted import counters_from_events
+from mailroom.orchestrator.libero_adapter import (
+    SETTLING_CONTROLS,
+    Capture,
+    ControlOutcome,
+    EpisodeStart,
+    LiberoAdapter,
+    TaskIdentity,
+)
+from mailroom.orchestrator.mailbox_transport import MailboxTransport
+from mailroom.orchestrator.runner import EpisodeRequest, EpisodeRunner
+from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.transport import DecisionOutcome, Delivery
+
+K = 3
+CALLS = 4
+CAPTURE = Capture(
+    images={"agentview": np.zeros((16, 16, 3), dtype=np.uint8)}, joint_pos=None, gripper_qpos=None
+)
+IDENTITY = TaskIdentity(
+    benchmark="libero",
+    suite="libero_10",
+    task_index=0,
+    task_order_index=0,
+    task_name="stand-in",
+    instruction="put the bowl on the plate",
+    bddl_path=Path("stand-in.bddl"),
+    init_states_path=Path("stand-in.init"),
+    bddl_sha256="0" * 64,
+    init_states_sha256="0" * 64,
+    n_init_states=1,
+)
+
+
+class StandInAdapter(LiberoAdapter):
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        return EpisodeStart(
+            identity, init_state_index, seed, "0" * 64, SETTLING_CONTROLS, False, CAPTURE
+        )
+
+    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        return ControlOutcome(success=False, capture=CAPTURE if observe else None)
+
+
+class InlineActor:
+    """Answers each observation before the wait; notes the step rows not written by then."""
+
+    def __init__(self, inner: MailboxTransport) -> None:
+        self.inner = inner
+        self.rows_seen: list[int] = []
+
+    def deliver(self, delivery: Delivery) -> None:
+        self.inner.deliver(delivery)
+
+    def await_decision(
+        self, delivery: Delivery, limits: ActionLimits, timeout_s: float
+    ) -> DecisionOutcome:
+        endpoint: Endpoint = self.inner.endpoint
+        value = 0.1 * delivery.sequence
+        body = {
+            "schema": "mailroom.response/v1",
+            "request_id": delivery.request_id,
+            "decision": "act",
+            "actions": [[value, 0, 0, 0, 0, 0, -1]] * K,
+        }
+        final = endpoint.response_file(delivery.sequence)
+        temporary = final.with_name(f".{final.name}.tmp")
+        temporary.write_text(json.dumps(body))
+        os.replace(temporary, final)
+        self.rows_seen.append(len(self.inner.evidence.pending_steps))
+        return self.inner.await_decision(delivery, limits, timeout_s)
+
+    def close(self, last_sequence: int) -> None:
+        self.inner.close(last_sequence)
+
+
+def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> None:
+    settings = RunSettings(max_policy_calls=CALLS, replan_interval=K, response_timeout_s=10)
+    runner = EpisodeRunner(StandInAdapter(control_cap=CALLS * K), settings)
+    endpoint = create_endpoint(tmp_path / "mailbox")
+    evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
+    actor = InlineActor(MailboxTransport(endpoint, evidence))
+    request = EpisodeRequest("a-1", "c", IDENTITY, 0, 0, CALLS * K)
+    try:
+        result = runner.run(request, actor, evidence)
+    finally:
+        evidence.close()
+        endpoint.held.close()
+    assert result.counters.executed_controls == CALLS * K
+    # The rows of a chunk are written once the next observation is out, before the wait.
+    assert actor.rows_seen == [0] * CALLS
+    rows = read_steps(evidence.directory / STEPS_FILE, proprio=False)
+    assert rows.frame_index.tolist() == list(range(CALLS * K))
+    assert rows.policy_call.tolist() == [call for call in range(1, CALLS + 1) for _ in range(K)]
+    assert [round(float(a[0]), 6) for a in rows.action[::K]] == [0.1, 0.2, 0.3, 0.4]
+    lines = (evidence.directory / "events.jsonl").read_text().splitlines()
+    events: list[dict[str, Any]] = [json.loads(line) for line in lines]
+    assert counters_from_events(events) == result.counters
+
+
+def test_step_rows_are_kept_until_written_and_close_writes_the_rest(tmp_path: Path) -> None:
+    evidence = EpisodeEvidence(tmp_path / "a-1")
+    path = tmp_path / "a-1" / STEPS_FILE
+    evidence.step({"frame_index": 0, "policy_call": 1})
+    evidence.step({"frame_index": 1, "policy_call": 1})
+    assert len(evidence.pending_steps) == 2
+    evidence.write_steps()
+    assert evidence.pending_steps == []
+    evidence.step({"frame_index": 2, "policy_call": 2})
+    evidence.close()
+    frames = [json.loads(line)["frame_index"] for line in path.read_text().splitlines()]
+    assert frames == [0, 1, 2]
+    evidence.close()  # twice is harmless
