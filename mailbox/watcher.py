@@ -68,24 +68,33 @@ class _Wakeup(FileSystemEventHandler):
             self._event.set()
 
 
-class _OverflowAwareInotifyFD(InotifyFD):
-    """watchdog's inotify reader, reporting a kernel queue overflow (events were lost)."""
+class _WakingInotifyFD(InotifyFD):
+    """watchdog's inotify reader, reporting a kernel queue overflow (events were lost),
+    and waking the waiter itself the moment the kernel reports an arrival.
 
-    def __init__(self, on_overflow: Callable[[], None]) -> None:
+    watchdog hands each event on through two more threads (emitter, then observer)
+    before a handler runs; each hand-off waits for the interpreter lock. Waking from
+    the reader thread saves both (the handler still runs and wakes it again).
+    """
+
+    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[], None]) -> None:
         super().__init__()
         self._on_overflow = on_overflow
+        self._on_arrival = on_arrival
 
     def handle_event(self, event: InotifyEvent) -> None:
         if event.is_queue_overflow:
             self._on_overflow()
+        elif event.is_create or event.is_moved_to:
+            self._on_arrival()
         super().handle_event(event)
 
 
 class InotifyObserver(BaseObserver):
     """watchdog's inotify observer with its own reader thread, which it exposes."""
 
-    def __init__(self, on_overflow: Callable[[], None]) -> None:
-        self.inotify_fd = _OverflowAwareInotifyFD(on_overflow)
+    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[], None]) -> None:
+        self.inotify_fd = _WakingInotifyFD(on_overflow, on_arrival)
         self.inotify_fd.start()
         super().__init__(InotifyEmitter, inotify_fd=self.inotify_fd)
 
@@ -162,7 +171,7 @@ class InboxWatcher:
                 listdir=os.scandir,
                 polling_interval=self.polling_interval,
             )
-        return InotifyObserver(self._note_overflow)
+        return InotifyObserver(self._note_overflow, self._event.set)
 
     def _fall_back(self, reason: FallbackReason, detail: str) -> None:
         if self.fallback_reason is None:

@@ -7,6 +7,7 @@ the reader thread); the waits themselves are real, on real files.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ from mailroom.mailbox.watcher import (
     InboxWatcher,
     InotifyObserver,
     WatchMode,
+    _Wakeup,
 )
 from test_mailbox_cases import write_atomically
 from watchdog.observers.inotify_c import InotifyFD
@@ -63,6 +65,28 @@ def test_atomic_and_plain_writes_both_wake_the_waiter(watcher: InboxWatcher, inb
     assert watcher.wait_for("b.json", BOUND_S)
     thread.join()
     assert not watcher.fell_back and watcher.observer is not None
+
+
+def test_the_inotify_reader_itself_wakes_the_waiter(
+    inbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """watchdog's own handler never fires here and the scan is an hour away: only the
+    reader thread's wake-up can end a wait before its deadline (after the deadline, the
+    last look would find the file anyway)."""
+    monkeypatch.setattr(_Wakeup, "on_any_event", lambda self, event: None)
+    writes: list[tuple[str, Callable[[], object]]] = [
+        ("a.json", functools.partial(write_atomically, inbox / "a.json", b"{}")),
+        ("b.json", functools.partial((inbox / "b.json").write_bytes, b"{}")),
+    ]
+    with InboxWatcher(inbox, mode="inotify", scan_interval=3600.0) as watcher:
+        _settle(watcher)
+        for name, write in writes:
+            thread = _later(write)
+            deadline = time.monotonic() + BOUND_S
+            assert watcher.wait_for(name, BOUND_S)
+            assert time.monotonic() < deadline
+            thread.join()
+        assert not watcher.fell_back
 
 
 def test_a_wait_ends_at_its_timeout(watcher: InboxWatcher) -> None:
