@@ -11,9 +11,9 @@ process competes with the measured path and nothing is detected late.
 - `transport`: `MailboxTransport.deliver` and `await_decision` alone, phase by phase.
 - `cycle`: whole episodes through `EpisodeRunner`: the overhead per decision from the
   response in the inbox to the next observation published (the benchmark's
-  `overhead_ms` with physics and rendering at zero). Phases are those inside the
-  cycle: here `evidence` is what the runner writes before publishing; what the
-  transport keeps after publishing shows as `evidence` under `transport`.
+  `overhead_ms` with physics and rendering at zero). Phases are per decision;
+  `after_publication` (events, kept copies, step rows) runs while the actor works and
+  is not part of the overhead.
 
 Run by hand, never as a timed test:
 
@@ -176,7 +176,7 @@ def measure_transport(
         endpoint.held.close()
     phases: dict[str, dict[str, float]] = {
         name: _ms(samples[name])
-        for name in ("capture", "encode", "observation_document", "publish", "evidence")
+        for name in ("capture", "encode", "observation_document", "publish", "after_publication")
         if name in samples
     }
     phases["deliver_total"] = _ms(deliver)
@@ -297,7 +297,7 @@ def measure_cycle(
     overhead = [c["cycle"] + wait for c, wait in zip(cycles, waits, strict=True)]
     phases: dict[str, dict[str, float]] = {
         name: _ms([c.get(name, 0.0) for c in cycles])
-        for name in ("capture", "encode", "observation_document", "publish", "evidence")
+        for name in ("capture", "encode", "observation_document", "publish", "after_publication")
     }
     phases["claim_parse_validate"] = _ms(samples["claim_parse"])
     phases["await_decision_total"] = _ms(actor.waits)

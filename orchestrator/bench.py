@@ -84,7 +84,7 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path) -> dict[str, Any]:
         "image_encoding": [c.get("encode", 0.0) for c in cycles],
         "publishing": [c.get("publish", 0.0) for c in cycles],
         "observation_document": [c.get("observation_document", 0.0) for c in cycles],
-        "evidence_writes": [c.get("evidence", 0.0) for c in cycles],
+        "after_publication": [c.get("after_publication", 0.0) for c in cycles],
         "frame_copies": [c.get("capture", 0.0) for c in cycles],
         "claim_parse_validate": claims,
         "response_detection": detection,

@@ -127,7 +127,7 @@ class MailboxTransport:
         # what the actor does not need is done now, while it works. The event comes
         # first, so a crash leaves the publication on record as soon as possible.
         CLOCK.end_cycle()
-        with CLOCK.phase("evidence"):
+        with CLOCK.phase("after_publication"):
             self.evidence.event(
                 "observation_published",
                 sequence=delivery.sequence,

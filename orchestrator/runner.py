@@ -262,7 +262,7 @@ class EpisodeRunner:
             transport.deliver(delivery)
             CLOCK.end_cycle()
             published = time.monotonic()
-            with CLOCK.phase("evidence"):
+            with CLOCK.phase("after_publication"):
                 evidence.write_steps()  # the last chunk's rows, while the actor works
             timeout = settings.response_timeout_s
             if wall_left is not None:

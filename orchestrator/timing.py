@@ -24,6 +24,7 @@ class PhaseClock:
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.cycles: list[dict[str, float]] = []
         self._open: dict[str, float] | None = None
+        self._last: dict[str, float] | None = None
         self._opened_at = 0.0
 
     @contextlib.contextmanager
@@ -37,8 +38,11 @@ class PhaseClock:
         finally:
             elapsed = time.perf_counter() - start
             self.samples[name].append(elapsed)
-            if self._open is not None:
-                self._open[name] = self._open.get(name, 0.0) + elapsed
+            # Between cycles (after a publication, while the actor works), a phase is
+            # added to the cycle that just ended, outside its `cycle` time.
+            target = self._open if self._open is not None else self._last
+            if target is not None:
+                target[name] = target.get(name, 0.0) + elapsed
 
     def mark(self, name: str, value: float) -> None:
         if self.enabled:
@@ -53,7 +57,7 @@ class PhaseClock:
         if self.enabled and self._open is not None:
             self._open["cycle"] = time.perf_counter() - self._opened_at
             self.cycles.append(self._open)
-            self._open = None
+            self._open, self._last = None, self._open
 
 
 CLOCK = PhaseClock()

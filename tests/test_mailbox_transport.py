@@ -282,8 +282,10 @@ def test_the_decision_cycle_ends_when_the_observation_is_published(
     finally:
         CLOCK.reset(enabled=False)
         transport.close(1)
-    # Publication closes the cycle; the evidence kept after it is sampled apart.
+    # Publication closes the cycle; the evidence kept after it is sampled apart and
+    # attributed to that cycle, outside its time.
     assert len(cycles) == 1
     assert {"encode", "observation_document", "publish", "cycle"} <= set(cycles[0])
-    assert "evidence" not in cycles[0] and len(samples["evidence"]) == 1
+    assert len(samples["after_publication"]) == 1
+    assert cycles[0]["after_publication"] == samples["after_publication"][0]
     assert _events(evidence)[0]["event"] == "observation_published"
