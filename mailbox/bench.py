@@ -42,14 +42,17 @@ def _response(request_id: str) -> bytes:
     return json.dumps(document).encode("utf-8")
 
 
-def measure_detection(mode: WatchMode, n: int = 200, *, seed: int = 0) -> dict[str, object]:
-    """Detect `n` atomically written responses in `mode`; figures in milliseconds."""
+def measure_detection(
+    mode: WatchMode, n: int = 200, *, seed: int = 0, base: Path | None = None
+) -> dict[str, object]:
+    """Detect `n` atomically written responses in `mode` (the endpoint under `base`, the
+    system's temporary directory by default); figures in milliseconds."""
     rng = random.Random(seed)
     requests = [secrets.token_hex(16) for _ in range(n)]
     written_at: dict[int, float] = {}
     go = [threading.Event() for _ in range(n)]
     latencies: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mailroom-bench-", dir=base) as tmp:
         endpoint = create_endpoint(Path(tmp) / "mailbox")
 
         def writer() -> None:

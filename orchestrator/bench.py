@@ -44,7 +44,7 @@ def _ms(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
-def mailbox_decisions(decisions: int, k: int, workdir: Path) -> dict[str, Any]:
+def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path) -> dict[str, Any]:
     """The real orchestrator path with an instant actor process: phases per decision."""
     from .bench_actor import read_timings
     from .episode import process_launcher, run_blinded_episode
@@ -61,7 +61,7 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path) -> dict[str, Any]:
             settings=settings,
             adapter=adapter,
             run_dir=workdir / "run",
-            mailbox_root=workdir / "mb",
+            mailbox_root=mailbox_root,
             launch_actor=process_launcher(actor),
             record="minimal",
         )
@@ -73,7 +73,7 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path) -> dict[str, Any]:
     CLOCK.reset(enabled=False)
     if result.outcome == "error":
         raise RuntimeError(f"the benchmark episode failed: {result.errors}")
-    endpoint = next((workdir / "mb").iterdir())
+    endpoint = next(mailbox_root.iterdir())
     detected = samples.get("response_detected_at", [])
     written = read_timings(endpoint)
     detection = [d - written[i + 1] for i, d in enumerate(detected) if i + 1 in written]
@@ -187,7 +187,9 @@ def steady_rate(finished_at: Sequence[float], workers: int) -> float | None:
     return (last - first) * 3600 / (times[last] - times[first])
 
 
-def episodes_per_hour(workers: int, episodes: int, workdir: Path) -> dict[str, Any]:
+def episodes_per_hour(
+    workers: int, episodes: int, workdir: Path, mailbox_root: Path
+) -> dict[str, Any]:
     from .coordinator import LaunchConfig, Work, run_work
     from .manifest import build_manifest
     from .paths import profile_dir
@@ -228,14 +230,14 @@ def episodes_per_hour(workers: int, episodes: int, workdir: Path) -> dict[str, A
             actor_command=actor,
             record="minimal",
             run_dir=run_dir,
-            mailbox_root=workdir / "mb",
+            mailbox_root=mailbox_root,
             workers=workers,
         )
     )
     run.plan_path.write_bytes(render_plan(plan))
     config = LaunchConfig(
         run_dir=run_dir,
-        mailbox_root=workdir / "mb",
+        mailbox_root=mailbox_root,
         settings=settings,
         actor_command=actor,
         record="minimal",
@@ -274,13 +276,19 @@ def run_bench(
     k: int = 5,
     episodes: int = 16,
     progress: Callable[[str], None] = lambda _: None,
+    mailbox_base: Path | None = None,
 ) -> dict[str, Any]:
+    """`mailbox_base`: where the mailbox roots go (as `--mailbox-root` would put them);
+    the system's temporary directory by default, like `mailroom launch`."""
     from mailroom.mailbox.bench import measure_detection
 
-    with tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp:
-        work = Path(tmp)
+    with (
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-mb-", dir=mailbox_base) as mb,
+    ):
+        work, mailboxes = Path(tmp), Path(mb)
         progress("decisions through the real mailbox")
-        mailbox = mailbox_decisions(decisions, k, work / "mailbox")
+        mailbox = mailbox_decisions(decisions, k, work / "mailbox", mailboxes / "decisions")
         progress("naive loop rendering every control")
         naive = naive_decisions(decisions, k)
         outbox = Path(mailbox.pop("outbox"))
@@ -294,12 +302,12 @@ def run_bench(
         progress("first-observation latency")
         first = first_observation_latency()
         progress("1 worker")
-        one = episodes_per_hour(1, episodes, work / "w1")
+        one = episodes_per_hour(1, episodes, work / "w1", mailboxes / "w1")
         progress("2 workers")
-        two = episodes_per_hour(2, episodes, work / "w2")
+        two = episodes_per_hour(2, episodes, work / "w2", mailboxes / "w2")
         progress("watcher detection latency")
-        inotify = measure_detection("inotify", 200)
-        polling = measure_detection("polling", 200)
+        inotify = measure_detection("inotify", 200, base=mailboxes)
+        polling = measure_detection("polling", 200, base=mailboxes)
     return {
         "overhead_ms_p50": mailbox["overhead"]["p50_ms"],
         "detect_ms_p50_inotify": inotify["p50_ms"],
@@ -323,5 +331,6 @@ def run_bench(
             "detection_inotify": inotify,
             "detection_polling": polling,
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+            "mailbox_base": str(Path(mb).parent),
         },
     }

@@ -4,9 +4,10 @@ orchestrator nothing but the mailbox itself.
 
 Usage: python -m mailroom.orchestrator.bench_actor ENDPOINT CHUNK
 
-After each response it appends `<sequence> <perf_counter>` to `scratch/written_at.txt`
-(CLOCK_MONOTONIC, comparable across processes), so the benchmark can split response
-detection from the rest.
+After each response it appends `<sequence> <perf_counter>` to `scratch/written_at.txt`,
+stamped just before the rename that makes the response visible (as the detection
+benchmark does; CLOCK_MONOTONIC, comparable across processes), so the benchmark can
+split response detection from the rest.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def _first_present(*paths: Path) -> Path | None:
     return next((p for p in paths if p.exists()), None)
 
 
-def answer(endpoint: Path, observation: Path, chunk: int) -> None:
+def answer(endpoint: Path, observation: Path, chunk: int) -> float:
+    """Write the response; returns when its rename began."""
     document = json.loads(observation.read_text(encoding="utf-8"))
     body = json.dumps(
         {
@@ -41,7 +43,9 @@ def answer(endpoint: Path, observation: Path, chunk: int) -> None:
     final = endpoint / document["response_file"]
     tmp = final.with_name(f".{final.name}.tmp")
     tmp.write_text(body, encoding="utf-8")
+    renamed_at = time.perf_counter()
     os.replace(tmp, final)
+    return renamed_at
 
 
 def run(endpoint: Path, chunk: int) -> int:
@@ -59,8 +63,8 @@ def run(endpoint: Path, chunk: int) -> int:
                 )
                 if seen is None or seen.name == "closed.json":
                     return 0
-                answer(endpoint, seen, chunk)
-                timings.write(f"{sequence} {time.perf_counter()!r}\n")
+                renamed_at = answer(endpoint, seen, chunk)
+                timings.write(f"{sequence} {renamed_at!r}\n")
                 timings.flush()
                 sequence += 1
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -43,9 +44,17 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Episodes for the 1- and 2-worker throughput runs (four tasks).",
 )
 @click.option(
+    "--mailbox-root",
+    "mailbox_base",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory to hold the benchmark's mailboxes, as `launch --mailbox-root` would "
+    "(default: the system's temporary directory).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (headline keys plus details)."
 )
-def bench(decisions: int, k: int, episodes: int, as_json: bool) -> None:
+def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_json: bool) -> None:
     """Measure where each decision's time goes, on the real simulator (takes minutes)."""
     from .bench import run_bench
 
@@ -55,6 +64,7 @@ def bench(decisions: int, k: int, episodes: int, as_json: bool) -> None:
             k=k,
             episodes=episodes,
             progress=lambda what: status.update(f"benchmarking: {what}"),
+            mailbox_base=mailbox_base,
         )
     if as_json:
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
