@@ -106,6 +106,11 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
         f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
         f"reused env {details['first_observation']['reused_env_s']} s"
     )
+    cold = details["first_observation"]["parse_one_response_ms"]
+    console.print(
+        f"parsing one response (p50 ms): warm {cold['warm']}, right after a render "
+        f"{cold['after_render']}, after 200 ms idle {cold['after_200ms_idle']}"
+    )
     one, two = details["workers_1"], details["workers_2"]
     console.print(
         f"episodes/hour while every worker is busy: 1 worker {one['episodes_per_hour']}, "

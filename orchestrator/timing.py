@@ -55,7 +55,9 @@ class PhaseClock:
 
     def end_cycle(self) -> None:
         if self.enabled and self._open is not None:
-            self._open["cycle"] = time.perf_counter() - self._opened_at
+            now = time.perf_counter()
+            self._open["cycle"] = now - self._opened_at
+            self._open["published_at"] = now
             self.cycles.append(self._open)
             self._open, self._last = None, self._open
 
