@@ -97,7 +97,9 @@ def _actor_saw_anything(record: AttemptRecord) -> bool:
     events = record.directory / "events.jsonl"
     if not events.exists():
         return False
-    return b'"observation_published"' in events.read_bytes()
+    logged = events.read_bytes()
+    # The first publication is announced before it starts (mailbox transport).
+    return b'"first_observation_publishing"' in logged or b'"observation_published"' in logged
 
 
 def group_by_task(work: Sequence[Work]) -> list[list[Work]]:

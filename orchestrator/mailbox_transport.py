@@ -121,6 +121,10 @@ class MailboxTransport:
             document = observation_document(delivery, self.endpoint)
             body = canonical_json(document)
         name = self.endpoint.observation_file(delivery.sequence).name
+        if delivery.sequence == 1:
+            # On record before the actor can see anything: an attempt killed during
+            # this publication is never re-run as if nothing had been shown.
+            self.evidence.event("first_observation_publishing", request_id=delivery.request_id)
         # Images first: once obs-<n>.json is visible, everything it names is there.
         self._publish(delivery.sequence, [*images, (name, body)])
         # The actor may read the observation from here on: the decision cycle ends, and
