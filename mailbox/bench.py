@@ -1,21 +1,25 @@
 """Response detection latency: how long a written response waits before it is judged.
 
-A writer thread answers each request with an atomic write (temporary name in the
-inbox, then rename), at a random moment so that no polling period is favoured; the
-orchestrator side waits with the real receiver (watcher, claim, parse). Latency runs
-from the rename to the judged response in hand.
+A writer process (actors are processes, never threads of the orchestrator) answers each
+request with an atomic write (temporary name in the inbox, then rename), at a random
+moment so that no polling period is favoured; the orchestrator side waits with the
+real receiver (watcher, claim, parse). Detection runs from the rename to the moment the
+waiting thread has the response's name; `judged` runs on to the claimed, parsed and
+validated response in hand (`time.perf_counter` is CLOCK_MONOTONIC, shared by both
+processes).
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import random
 import secrets
 import statistics
 import tempfile
-import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from .endpoint import create_endpoint
@@ -42,46 +46,61 @@ def _response(request_id: str) -> bytes:
     return json.dumps(document).encode("utf-8")
 
 
+def _writer(conn: Connection, inbox: str, seed: int) -> None:
+    """Child process: for each (sequence, request id) received, wait a random moment,
+    write the response atomically, and send back when its rename began."""
+    rng = random.Random(seed)
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        sequence, request_id = job
+        # Let the receiver block first, at a random phase of any polling period.
+        time.sleep(rng.uniform(0.002, WRITE_JITTER_S))
+        final = Path(inbox) / f"resp-{sequence}.json"
+        temporary = final.with_name(f".{final.name}.tmp")
+        temporary.write_bytes(_response(request_id))
+        renamed_at = time.perf_counter()
+        os.replace(temporary, final)
+        conn.send(renamed_at)
+
+
 def measure_detection(
     mode: WatchMode, n: int = 200, *, seed: int = 0, base: Path | None = None
 ) -> dict[str, object]:
     """Detect `n` atomically written responses in `mode` (the endpoint under `base`, the
     system's temporary directory by default); figures in milliseconds."""
-    rng = random.Random(seed)
-    requests = [secrets.token_hex(16) for _ in range(n)]
-    written_at: dict[int, float] = {}
-    go = [threading.Event() for _ in range(n)]
-    latencies: list[float] = []
+    latencies: list[float] = []  # rename -> the waiter holds the file's name
+    judged: list[float] = []  # rename -> claimed, parsed and validated
     with tempfile.TemporaryDirectory(prefix="mailroom-bench-", dir=base) as tmp:
         endpoint = create_endpoint(Path(tmp) / "mailbox")
-
-        def writer() -> None:
-            for i, request_id in enumerate(requests, start=1):
-                if not go[i - 1].wait(timeout=30):
-                    return
-                # Let the receiver block first, at a random phase of any polling period.
-                time.sleep(rng.uniform(0.002, WRITE_JITTER_S))
-                final = endpoint.response_file(i)
-                temporary = final.with_name(f".{final.name}.tmp")
-                temporary.write_bytes(_response(request_id))
-                # Stamped before the rename: the receiver may return before this thread
-                # runs again. The figure then includes the rename itself.
-                written_at[i] = time.perf_counter()
-                os.replace(temporary, final)
-
-        with InboxWatcher(endpoint.held.watch_path("inbox"), mode=mode) as watcher:
-            receiver = ResponseReceiver(endpoint, Path(tmp) / "private", watcher)
-            thread = threading.Thread(target=writer, daemon=True)
-            thread.start()
-            for i, request_id in enumerate(requests, start=1):
-                go[i - 1].set()
-                received = receiver.receive(i, request_id, LIMITS, timeout_s=10.0)
-                done = time.perf_counter()
-                if not (isinstance(received, Reception) and isinstance(received.outcome, Accepted)):
-                    raise RuntimeError(f"response {i} was not accepted: {received!r}")
-                latencies.append((done - written_at[i]) * 1000.0)
-            thread.join(timeout=10)
-            fell_back = watcher.fell_back
+        ours, theirs = mp.get_context("spawn").Pipe()
+        writer = mp.get_context("spawn").Process(
+            target=_writer, args=(theirs, str(endpoint.root / "inbox"), seed), daemon=True
+        )
+        writer.start()
+        try:
+            with InboxWatcher(endpoint.held.watch_path("inbox"), mode=mode) as watcher:
+                receiver = ResponseReceiver(endpoint, Path(tmp) / "private", watcher)
+                for i in range(1, n + 1):
+                    request_id = secrets.token_hex(16)
+                    ours.send((i, request_id))
+                    received = receiver.receive(i, request_id, LIMITS, timeout_s=10.0)
+                    done = time.perf_counter()
+                    accepted = isinstance(received, Reception) and isinstance(
+                        received.outcome, Accepted
+                    )
+                    if not accepted:
+                        raise RuntimeError(f"response {i} was not accepted: {received!r}")
+                    renamed_at = float(ours.recv())
+                    latencies.append((watcher.found_at - renamed_at) * 1000.0)
+                    judged.append((done - renamed_at) * 1000.0)
+                fell_back = watcher.fell_back
+        finally:
+            ours.send(None)
+            writer.join(timeout=10)
+            if writer.is_alive():
+                writer.kill()
     return {
         "mode": mode,
         "responses": n,
@@ -89,5 +108,7 @@ def measure_detection(
         "p99_ms": round(_percentile(latencies, 0.99), 3),
         "max_ms": round(max(latencies), 3),
         "mean_ms": round(statistics.fmean(latencies), 3),
+        "judged_p50_ms": round(statistics.median(judged), 3),
+        "judged_p99_ms": round(_percentile(judged, 0.99), 3),
         "fell_back": fell_back,
     }

@@ -9,8 +9,7 @@ that protocol error, and `close` records it and returns.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import Endpoint, held_endpoint
@@ -34,8 +33,6 @@ from .settings import OutboxDurability
 from .timing import CLOCK
 from .transport import DecisionOutcome, Delivery, TimedOut
 
-T = TypeVar("T")
-
 if TYPE_CHECKING:
     from .libero_adapter import Capture
 
@@ -49,17 +46,6 @@ def _stray_fields(stray: StrayResponse) -> dict[str, object]:
         "sha256": stray.sha256,
         "claim_error": None if stray.claim_error is None else stray.claim_error.value,
     }
-
-
-class _TimedWatcher(InboxWatcher):
-    """Notes when a wait ended, so the benchmark can split detection from claiming."""
-
-    ended_at = 0.0
-
-    def wait_until(self, check: Callable[[], T | None], timeout: float) -> T | None:
-        found = super().wait_until(check, timeout)
-        self.ended_at = time.perf_counter()
-        return found
 
 
 class MailboxTransport:
@@ -79,7 +65,7 @@ class MailboxTransport:
         self.dirs = self.endpoint.held
         self.evidence = evidence
         self.keep_images = keep_images
-        self.watcher = _TimedWatcher(
+        self.watcher = InboxWatcher(
             self.dirs.watch_path("inbox"),
             mode=watch_mode,
             scan_interval=scan_interval,
@@ -197,8 +183,8 @@ class MailboxTransport:
         self._record_fallback()
         if isinstance(received, Silence):
             return TimedOut(waited_s=received.waited_s)
-        CLOCK.mark("response_detected_at", self.watcher.ended_at)
-        CLOCK.mark("claim_parse", time.perf_counter() - self.watcher.ended_at)
+        CLOCK.mark("response_detected_at", self.watcher.found_at)
+        CLOCK.mark("claim_parse", time.perf_counter() - self.watcher.found_at)
         self._record(delivery.sequence, received)
         return received.outcome
 
