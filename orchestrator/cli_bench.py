@@ -106,6 +106,11 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
         f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
         f"reused env {details['first_observation']['reused_env_s']} s"
     )
+    inotify = details["detection_inotify"]
+    console.print(
+        f"inotify: rename -> waiter has the name p50 {inotify['p50_ms']} ms, "
+        f"-> response claimed, parsed and validated p50 {inotify['judged_p50_ms']} ms"
+    )
     cold = details["first_observation"]["parse_one_response_ms"]
     console.print(
         f"parsing one response (p50 ms): warm {cold['warm']}, right after a render "
