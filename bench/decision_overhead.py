@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import secrets
-import statistics
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from mailroom.mailbox.bench import act_response, milliseconds
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
@@ -60,7 +60,6 @@ from mailroom.orchestrator.transport import DecisionOutcome, Delivery
 
 K = 5
 LIMITS = ActionLimits(max_chunk=K)
-ACTION = [0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]
 Image = npt.NDArray[np.uint8]
 
 
@@ -88,34 +87,12 @@ def _capture() -> Capture:
     return Capture(images=images, joint_pos=None, gripper_qpos=None)
 
 
-def _response(request_id: str) -> bytes:
-    document = {
-        "schema": "mailroom.response/v1",
-        "request_id": request_id,
-        "decision": "act",
-        "actions": [ACTION] * K,
-    }
-    return json.dumps(document).encode("utf-8")
-
-
 def _answer(endpoint: Endpoint, delivery: Delivery) -> None:
     """The actor's side: an atomic write of the response (temporary name, rename)."""
     final = endpoint.response_file(delivery.sequence)
     temporary = final.with_name(f".{final.name}.tmp")
-    temporary.write_bytes(_response(delivery.request_id))
+    temporary.write_bytes(act_response(delivery.request_id, K))
     os.replace(temporary, final)
-
-
-def _pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def _ms(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(statistics.median(values) * 1000, 3),
-        "p95_ms": round(_pct(values, 0.95) * 1000, 3),
-    }
 
 
 SPEC = ActionSpec(
@@ -174,14 +151,14 @@ def measure_transport(
         CLOCK.reset(enabled=False)
         evidence.close()
         endpoint.held.close()
-    phases: dict[str, dict[str, float]] = {
-        name: _ms(samples[name])
+    phases: dict[str, dict[str, float | None]] = {
+        name: milliseconds(samples[name])
         for name in ("capture", "encode", "observation_document", "publish", "after_publication")
         if name in samples
     }
-    phases["deliver_total"] = _ms(deliver)
-    phases["claim_parse_validate"] = _ms(samples["claim_parse"])
-    phases["await_decision_total"] = _ms(await_)
+    phases["deliver_total"] = milliseconds(deliver)
+    phases["claim_parse_validate"] = milliseconds(samples["claim_parse"])
+    phases["await_decision_total"] = milliseconds(await_)
     return {
         "keep_images": keep_images,
         "outbox_durability": durability,
@@ -295,19 +272,19 @@ def measure_cycle(
     # before it (on an answer already there) is the claim, parse and validation.
     waits = actor.waits[: len(cycles)]
     overhead = [c["cycle"] + wait for c, wait in zip(cycles, waits, strict=True)]
-    phases: dict[str, dict[str, float]] = {
-        name: _ms([c.get(name, 0.0) for c in cycles])
+    phases: dict[str, dict[str, float | None]] = {
+        name: milliseconds([c.get(name, 0.0) for c in cycles])
         for name in ("capture", "encode", "observation_document", "publish", "after_publication")
     }
-    phases["claim_parse_validate"] = _ms(samples["claim_parse"])
-    phases["await_decision_total"] = _ms(actor.waits)
-    phases["cycle"] = _ms([c["cycle"] for c in cycles])
+    phases["claim_parse_validate"] = milliseconds(samples["claim_parse"])
+    phases["await_decision_total"] = milliseconds(actor.waits)
+    phases["cycle"] = milliseconds([c["cycle"] for c in cycles])
     return {
         "keep_images": keep_images,
         "outbox_durability": durability,
         "decisions": len(cycles),
         "phases": phases,
-        "overhead": _ms(overhead),
+        "overhead": milliseconds(overhead),
     }
 
 

@@ -11,6 +11,7 @@ processes).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -19,6 +20,7 @@ import secrets
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -31,17 +33,34 @@ LIMITS = ActionLimits(max_chunk=5)
 WRITE_JITTER_S = 0.1
 
 
-def _percentile(samples: list[float], q: float) -> float:
+# The benchmarks' one action (a slow lift, gripper open): the mailbox run and the naive
+# loop it is compared with must execute the same controls.
+BENCH_ACTION: tuple[float, ...] = (0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of a non-empty sample."""
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def _response(request_id: str) -> bytes:
+def milliseconds(seconds: Sequence[float]) -> dict[str, float | None]:
+    """Median and p95 of durations in seconds, in milliseconds (None for no samples)."""
+    if not seconds:
+        return {"p50_ms": None, "p95_ms": None}
+    return {
+        "p50_ms": round(percentile(seconds, 0.5) * 1000, 3),
+        "p95_ms": round(percentile(seconds, 0.95) * 1000, 3),
+    }
+
+
+def act_response(request_id: str, chunk: int) -> bytes:
+    """A valid response that repeats `BENCH_ACTION` `chunk` times."""
     document = {
         "schema": "mailroom.response/v1",
         "request_id": request_id,
         "decision": "act",
-        "actions": [[0.0, 0.0, 0.1, 0.0, 0.0, 0.0, -1.0]] * LIMITS.max_chunk,
+        "actions": [list(BENCH_ACTION)] * chunk,
     }
     return json.dumps(document).encode("utf-8")
 
@@ -59,7 +78,7 @@ def _writer(conn: Connection, inbox: str, seed: int) -> None:
         time.sleep(rng.uniform(0.002, WRITE_JITTER_S))
         final = Path(inbox) / f"resp-{sequence}.json"
         temporary = final.with_name(f".{final.name}.tmp")
-        temporary.write_bytes(_response(request_id))
+        temporary.write_bytes(act_response(request_id, LIMITS.max_chunk))
         renamed_at = time.perf_counter()
         os.replace(temporary, final)
         conn.send(renamed_at)
@@ -74,8 +93,9 @@ def measure_detection(
     judged: list[float] = []  # rename -> claimed, parsed and validated
     with tempfile.TemporaryDirectory(prefix="mailroom-bench-", dir=base) as tmp:
         endpoint = create_endpoint(Path(tmp) / "mailbox")
-        ours, theirs = mp.get_context("spawn").Pipe()
-        writer = mp.get_context("spawn").Process(
+        spawn = mp.get_context("spawn")
+        ours, theirs = spawn.Pipe()
+        writer = spawn.Process(
             target=_writer, args=(theirs, str(endpoint.root / "inbox"), seed), daemon=True
         )
         writer.start()
@@ -97,7 +117,8 @@ def measure_detection(
                     judged.append((done - renamed_at) * 1000.0)
                 fell_back = watcher.fell_back
         finally:
-            ours.send(None)
+            with contextlib.suppress(OSError):  # a writer already gone
+                ours.send(None)
             writer.join(timeout=10)
             if writer.is_alive():
                 writer.kill()
@@ -105,10 +126,10 @@ def measure_detection(
         "mode": mode,
         "responses": n,
         "p50_ms": round(statistics.median(latencies), 3),
-        "p99_ms": round(_percentile(latencies, 0.99), 3),
+        "p99_ms": round(percentile(latencies, 0.99), 3),
         "max_ms": round(max(latencies), 3),
         "mean_ms": round(statistics.fmean(latencies), 3),
         "judged_p50_ms": round(statistics.median(judged), 3),
-        "judged_p99_ms": round(_percentile(judged, 0.99), 3),
+        "judged_p99_ms": round(percentile(judged, 0.99), 3),
         "fell_back": fell_back,
     }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.mailbox.bench import BENCH_ACTION, act_response, milliseconds
 
 from .cases import Case
 from .headless import simulator_chatter_to_stderr
@@ -25,23 +26,6 @@ from .settings import RunSettings
 from .timing import CLOCK
 
 BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
-ACTION = [0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]
-
-
-def _pct(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def _ms(values: Sequence[float]) -> dict[str, float | None]:
-    p50, p95 = _pct(values, 0.5), _pct(values, 0.95)
-    return {
-        "p50_ms": None if p50 is None else round(p50 * 1000, 3),
-        "p95_ms": None if p95 is None else round(p95 * 1000, 3),
-    }
 
 
 def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path) -> dict[str, Any]:
@@ -109,8 +93,8 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path)
         "policy_loop_s": round(loop_s, 3),
         "episode_wall_s": round(elapsed, 3),
         "decisions_per_s": round(result.counters.policy_calls / loop_s, 3),
-        "phases": {name: _ms(values) for name, values in phase.items()},
-        "overhead": _ms(overhead),
+        "phases": {name: milliseconds(values) for name, values in phase.items()},
+        "overhead": milliseconds(overhead),
         "outbox": str(endpoint / "outbox"),
     }
 
@@ -141,7 +125,7 @@ def naive_decisions(decisions: int, k: int) -> dict[str, Any]:
             started = time.perf_counter()
             for _ in range(decisions):
                 for _ in range(k):
-                    obs, *_ = env.step(np.array(ACTION))
+                    obs, *_ = env.step(np.array(BENCH_ACTION))
                 delivered.append(
                     {
                         c: encode_png(np.ascontiguousarray(obs[f"{c}_image"][::-1, ::-1]))
@@ -187,14 +171,7 @@ def cold_code(adapter: LiberoAdapter, rounds: int = 20) -> dict[str, float | Non
     from mailroom.mailbox.parser import ActionLimits, parse_response
 
     request_id = secrets.token_hex(16)
-    body = json.dumps(
-        {
-            "schema": "mailroom.response/v1",
-            "request_id": request_id,
-            "decision": "act",
-            "actions": [ACTION] * 5,
-        }
-    ).encode()
+    body = act_response(request_id, 5)
     limits = ActionLimits(max_chunk=5)
 
     def parse() -> float:
@@ -211,9 +188,9 @@ def cold_code(adapter: LiberoAdapter, rounds: int = 20) -> dict[str, float | Non
         time.sleep(0.2)
         after_idle.append(parse())
     return {
-        "warm": _ms(warm)["p50_ms"],
-        "after_render": _ms(after_render)["p50_ms"],
-        "after_200ms_idle": _ms(after_idle)["p50_ms"],
+        "warm": milliseconds(warm)["p50_ms"],
+        "after_render": milliseconds(after_render)["p50_ms"],
+        "after_200ms_idle": milliseconds(after_idle)["p50_ms"],
     }
 
 

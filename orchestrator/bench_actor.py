@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from mailroom.mailbox.bench import act_response
 from mailroom.mailbox.watcher import InboxWatcher
 
-ACTION = [0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]
 TIMINGS_FILE = "written_at.txt"
 
 
@@ -32,17 +32,9 @@ def _first_present(*paths: Path) -> Path | None:
 def answer(endpoint: Path, observation: Path, chunk: int) -> float:
     """Write the response; returns when its rename began."""
     document = json.loads(observation.read_text(encoding="utf-8"))
-    body = json.dumps(
-        {
-            "schema": "mailroom.response/v1",
-            "request_id": document["request_id"],
-            "decision": "act",
-            "actions": [ACTION] * chunk,
-        }
-    )
     final = endpoint / document["response_file"]
     tmp = final.with_name(f".{final.name}.tmp")
-    tmp.write_text(body, encoding="utf-8")
+    tmp.write_bytes(act_response(document["request_id"], chunk))
     renamed_at = time.perf_counter()
     os.replace(tmp, final)
     return renamed_at
