@@ -234,9 +234,8 @@ class _SceneCache:
         # A context that is not handed on must be gone before robosuite builds the new
         # one: freeing a context releases whichever GL context is current.
         context = kept.pop() if kept else None
-        if context is not None and key != context_key:
-            del context
-            context = None
+        if key != context_key:
+            context = None  # the last reference: freed here
         if key != self._key:
             self._model, self._key = mujoco.MjModel.from_xml_string(xml), key
             self.compiled += 1
