@@ -137,25 +137,6 @@ def _reject_constant(name: str) -> object:
     raise _NonFinite(name)
 
 
-def _depth(value: object, limit: int) -> int:
-    """Container nesting depth (as brackets count it), giving up once past `limit`."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    deepest = 0
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict):
-            children: list[object] = list(item.values())
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, level + 1) for child in children)
-    return deepest
-
-
 def _strings(value: object) -> list[str]:
     """Every key and string value of a decoded document."""
     found: list[str] = []
@@ -186,16 +167,27 @@ def _invalid(code: InvalidReason, message: str) -> Invalid:
     return Invalid((Issue(code.value, message),))
 
 
+# The characters that can change bracket depth or string state; the rest are skipped.
+_STRUCTURAL = re.compile(r'[\[\]{}"\\]')
+
+
 def _max_nesting_of_text(text: str) -> int:
-    """Bracket depth of raw text, so a depth bomb is refused before json recursion."""
+    """Bracket depth of raw text, so a depth bomb is refused before json recursion.
+
+    Brackets inside strings do not count; a backslash in a string escapes the very next
+    character. Only the structural characters are visited.
+    """
     depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
+    in_string = False
+    escaped_at = -1  # the index of the character a backslash escapes
+    for match in _STRUCTURAL.finditer(text):
+        i = match.start()
+        ch = text[i]
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
+            if i == escaped_at:
+                continue
+            if ch == "\\":
+                escaped_at = i + 1
             elif ch == '"':
                 in_string = False
         elif ch == '"':
@@ -238,9 +230,9 @@ def decode_document(data: bytes) -> object | Invalid:
         return _invalid(InvalidReason.NON_FINITE_LITERAL, f"{exc} is not valid JSON")
     except (ValueError, RecursionError):
         return _invalid(InvalidReason.MALFORMED_JSON, "the response is not one JSON document")
-    if _depth(value, MAX_DEPTH) > MAX_DEPTH:
-        return _invalid(InvalidReason.TOO_DEEP, f"nesting deeper than {MAX_DEPTH} levels")
-    if _has_unpaired_surrogate(value):
+    # The text's bracket depth, checked above, is the decoded value's container depth.
+    # A lone surrogate can only come from a `\\u` escape: strict UTF-8 holds none.
+    if "\\u" in text and _has_unpaired_surrogate(value):
         return _invalid(
             InvalidReason.UNPAIRED_SURROGATE, "a string holds an unpaired UTF-16 surrogate escape"
         )

@@ -12,6 +12,7 @@ from mailroom.mailbox.parser import (
     ActionLimits,
     Invalid,
     ProtocolError,
+    _max_nesting_of_text,
     decode_document,
     parse_response,
     validate_actions,
@@ -111,6 +112,74 @@ def test_depth_counts_containers_as_the_text_shows_them() -> None:
     assert decode_document(deepest_allowed.encode()) == json.loads(deepest_allowed)
     too_deep = "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)
     assert verdict(decode_document(too_deep.encode())) == ("invalid", ("too_deep",))  # type: ignore[arg-type]
+
+
+def _nesting_char_by_char(text: str) -> int:
+    """The plain reading of bracket depth, one character at a time."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_the_depth_scan_reads_text_as_a_character_by_character_scan_does() -> None:
+    rng = random.Random(20261130)
+    alphabet = '[]{}"\\ a,:u'
+    texts = ['"\\\\"[[', '"\\"[[', '"[["[[', '\\"[', "[" * 9, '{"a": "\\\\\\"[[[[[[[[["}']
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(20000)
+    ]
+    for text in texts:
+        assert _max_nesting_of_text(text) == _nesting_char_by_char(text), text
+
+
+def test_decoded_depth_is_the_depth_the_text_scan_saw() -> None:
+    # The decoder checks depth on the text only: for any text json accepts, that is
+    # the decoded value's container depth.
+    def container_depth(value: object) -> int:
+        if isinstance(value, dict):
+            return 1 + max((container_depth(v) for v in value.values()), default=0)
+        if isinstance(value, list):
+            return 1 + max((container_depth(v) for v in value), default=0)
+        return 0
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        value = _random_json(rng, MAX_DEPTH)
+        text = json.dumps(value)
+        assert _max_nesting_of_text(text) == container_depth(value)
+
+
+def _random_json(rng: random.Random, depth: int) -> object:
+    roll = rng.random()
+    if depth == 0 or roll < 0.3:
+        return rng.choice([1, -2.5, "x", '["{', "\\u005b", True, None, "\\"])
+    if roll < 0.65:
+        return [_random_json(rng, depth - 1) for _ in range(rng.randint(0, 3))]
+    return {
+        rng.choice(["a", "[", '"', "}"]) + str(i): _random_json(rng, depth - 1)
+        for i in range(rng.randint(0, 3))
+    }
+
+
+def test_a_lone_surrogate_is_found_with_or_without_other_escapes() -> None:
+    for text in ('{"a": "\\ud800"}', '{"\\ud800": 1}', '["\\u0041", "\\udfff"]'):
+        assert verdict(decode_document(text.encode())) == ("invalid", ("unpaired_surrogate",))  # type: ignore[arg-type]
+    assert decode_document(b'["\\ud83d\\ude00"]') == ["\U0001f600"]
 
 
 def test_a_foreign_request_id_is_terminal_whatever_else_is_wrong() -> None:
