@@ -12,9 +12,11 @@ from __future__ import annotations
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.messages import (
     OBSERVATION_SCHEMA,
+    ActionSpec,
     ImageRef,
     Observation,
     Proprio,
+    PublicCounters,
     to_document,
 )
 
@@ -52,6 +54,27 @@ def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation:
     )
 
 
+# An episode publishes the same action spec with every observation: dumped once.
+_last_spec: tuple[ActionSpec, dict[str, object]] | None = None
+
+
+def _action_spec_document(spec: ActionSpec) -> dict[str, object]:
+    global _last_spec
+    if _last_spec is None or _last_spec[0] is not spec:
+        _last_spec = (spec, to_document(spec))
+    return dict(_last_spec[1])
+
+
+def _counters_document(counters: PublicCounters) -> dict[str, object]:
+    return {
+        "policy_calls": counters.policy_calls,
+        "max_policy_calls": counters.max_policy_calls,
+        "executed_controls": counters.executed_controls,
+        "max_controls": counters.max_controls,
+        "rejected_responses": counters.rejected_responses,
+    }
+
+
 def observation_document(delivery: Delivery, endpoint: Endpoint) -> dict[str, object]:
     """`to_document(build_observation(delivery, endpoint))`, built directly."""
     capture = delivery.capture
@@ -79,8 +102,8 @@ def observation_document(delivery: Delivery, endpoint: Endpoint) -> dict[str, ob
         "instruction": delivery.instruction,
         "images": images,
         "proprio": proprio,
-        "action_spec": to_document(delivery.action_spec),
-        "counters": to_document(delivery.counters),
+        "action_spec": _action_spec_document(delivery.action_spec),
+        "counters": _counters_document(delivery.counters),
         "feedback": None if delivery.feedback is None else to_document(delivery.feedback),
         "history": _HISTORY,
     }
