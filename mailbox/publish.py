@@ -139,13 +139,18 @@ def publish_to_outbox(dirs: EndpointDirs, name: str, data: bytes, *, durable: bo
 
 
 def publish_all_to_outbox(
-    dirs: EndpointDirs, items: Sequence[tuple[str, bytes]], *, durable: bool = True
+    dirs: EndpointDirs,
+    items: Sequence[tuple[str, bytes]],
+    *,
+    durable: bool = True,
+    check_after: bool = True,
 ) -> None:
     """Publish files into the held outbox, in order (`publish_all_into`).
 
     Raises `EndpointTamperedError` when the endpoint is not as created (checked before
     and after), or when something the actor put in the way stops the publication. Other
-    OSErrors (a full disk) are the machine's and pass through unchanged.
+    OSErrors (a full disk) are the machine's and pass through unchanged. A caller that
+    passes `check_after=False` must call `dirs.check()` itself once the files are out.
     """
     dirs.check()
     try:
@@ -156,7 +161,8 @@ def publish_all_to_outbox(
             names = ", ".join(f"outbox/{name}" for name, _ in items)
             raise EndpointTamperedError(f"{names} could not be published: {exc.strerror}") from exc
         raise
-    dirs.check()
+    if check_after:
+        dirs.check()
 
 
 def canonical_json(document: object) -> bytes:

@@ -29,11 +29,30 @@ class EpisodeEvidence:
         self._events = (self.directory / EVENTS_FILE).open("a", encoding="utf-8")
         self._steps = (self.directory / STEPS_FILE).open("a", encoding="utf-8")
         self._pending_steps: list[dict[str, Any]] = []
+        self._deferred_events: list[dict[str, Any]] = []
 
     def event(self, kind: str, /, **fields: Any) -> None:
-        record = {"t": round(time.time(), 6), "event": kind, **fields}
-        self._events.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
-        self._events.flush()
+        """Append one record to the event log now (after any deferred ones, in order)."""
+        self._deferred_events.append({"t": round(time.time(), 6), "event": kind, **fields})
+        self.write_deferred_events()
+
+    def defer_event(self, kind: str, /, **fields: Any) -> None:
+        """An event stamped now but written with the next `event` (or at `close`).
+
+        For records made on the decision path that nobody needs before the next
+        observation is out: the log keeps its order and times, and the writing overlaps
+        the actor's work. A crash before the next write loses the deferred records.
+        """
+        self._deferred_events.append({"t": round(time.time(), 6), "event": kind, **fields})
+
+    def write_deferred_events(self) -> None:
+        pending, self._deferred_events = self._deferred_events, []
+        if pending:
+            lines = [
+                json.dumps(record, sort_keys=True, allow_nan=False) + "\n" for record in pending
+            ]
+            self._events.writelines(lines)
+            self._events.flush()
 
     def step(self, record: dict[str, Any]) -> None:
         """One executed control (LeRobot-style step row), kept until `write_steps`.
@@ -69,6 +88,8 @@ class EpisodeEvidence:
         publish_json(self.directory / RESULT_FILE, result.document())
 
     def close(self) -> None:
+        if not self._events.closed:
+            self.write_deferred_events()
         if not self._steps.closed:
             self.write_steps()
         for log in (self._events, self._steps):

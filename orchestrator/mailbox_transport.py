@@ -87,14 +87,26 @@ class MailboxTransport:
         return self._encoded[1]
 
     def _publish(self, sequence: int, items: list[tuple[str, bytes]]) -> None:
+        """Publish `items`; the check that the endpoint is still as created comes after
+        the decision cycle (`_check_published`), while the actor reads."""
         try:
             with CLOCK.phase("publish"):
-                publish_all_to_outbox(self.dirs, items, durable=self.durable)
+                publish_all_to_outbox(self.dirs, items, durable=self.durable, check_after=False)
         except EndpointTamperedError as exc:
-            self.evidence.event(
-                "endpoint_tampered", sequence=sequence, stage="publish", message=str(exc)
-            )
+            self._record_tampered(sequence, exc)
             raise
+
+    def _check_published(self, sequence: int) -> None:
+        try:
+            self.dirs.check()
+        except EndpointTamperedError as exc:
+            self._record_tampered(sequence, exc)
+            raise
+
+    def _record_tampered(self, sequence: int, exc: EndpointTamperedError) -> None:
+        self.evidence.event(
+            "endpoint_tampered", sequence=sequence, stage="publish", message=str(exc)
+        )
 
     def deliver(self, delivery: Delivery) -> None:
         """Publish observation `delivery.sequence`; `EndpointTamperedError` if tampered."""
@@ -114,10 +126,12 @@ class MailboxTransport:
         # Images first: once obs-<n>.json is visible, everything it names is there.
         self._publish(delivery.sequence, [*images, (name, body)])
         # The actor may read the observation from here on: the decision cycle ends, and
-        # what the actor does not need is done now, while it works. The event comes
-        # first, so a crash leaves the publication on record as soon as possible.
+        # what the actor does not need is done now, while it works: first the check that
+        # the endpoint is still as created, then the event, so a crash leaves the
+        # publication on record as soon as possible.
         CLOCK.end_cycle()
         with CLOCK.phase("after_publication"):
+            self._check_published(delivery.sequence)
             self.evidence.event(
                 "observation_published",
                 sequence=delivery.sequence,
