@@ -4,8 +4,11 @@ A simulator process holds ~190,000 long-lived Python objects (robosuite, MuJoCo
 bindings, LIBERO's scene). A full collection walks all of them: ~70-120 ms measured
 here, which struck mid-episode while an actor waited. Before each policy loop the heap
 is collected once and the survivors are frozen (`gc.freeze`): later collections look
-only at objects made since. The previous freeze is undone first, so a simulator that
-was replaced since is still collected, never kept for good.
+only at objects made since.
+
+Frozen objects are never collected, even once unreachable, so the heap is thawed
+before each episode's start: a simulator that the start replaces (a new task, or the
+fresh copy a reset makes) is collected as it would be without freezing.
 """
 
 from __future__ import annotations
@@ -13,8 +16,13 @@ from __future__ import annotations
 import gc
 
 
+def thaw_heap() -> None:
+    """Before an episode's start: what the last episode froze may become garbage now."""
+    gc.unfreeze()
+
+
 def settle_heap() -> None:
-    """Collect everything unreachable, then exempt the survivors from later passes."""
+    """After the start: collect everything unreachable, then freeze the survivors."""
     gc.unfreeze()
     gc.collect()
     gc.freeze()

@@ -20,7 +20,7 @@ from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 
 from .evidence import EpisodeEvidence
-from .heap import settle_heap
+from .heap import settle_heap, thaw_heap
 from .libero_adapter import (
     ACTION_LAYOUT,
     CONTROL_HZ,
@@ -117,6 +117,7 @@ class EpisodeRunner:
         start: EpisodeStart | None = None
         last_sequence = 0
         try:
+            thaw_heap()
             start = self.adapter.start_episode(
                 request.identity, request.init_state_index, request.seed
             )

@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from mailroom.orchestrator.heap import settle_heap
+from mailroom.orchestrator.heap import settle_heap, thaw_heap
 
 
 class Node:
@@ -48,4 +48,16 @@ def test_a_frozen_cycle_that_becomes_garbage_is_collected_by_the_next_settle() -
     gc.collect()
     assert ref() is not None  # frozen: a plain collection leaves it
     settle_heap()
+    assert ref() is None
+
+
+def test_thawing_lets_an_ordinary_collection_take_what_was_frozen() -> None:
+    # An episode's start replaces simulators between a thaw and the next settle: the
+    # collector's own passes during the start must be able to free them.
+    replaced, ref = _cycle()
+    settle_heap()
+    thaw_heap()
+    assert gc.get_freeze_count() == 0
+    del replaced
+    gc.collect()
     assert ref() is None
