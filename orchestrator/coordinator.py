@@ -11,7 +11,6 @@ import functools
 import multiprocessing as mp
 import os
 import queue
-import resource
 import signal
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 from .cases import Case
 from .interrupted import record_interrupted
 from .lifetime import die_with_parent
+from .process_memory import peak_rss_mb
 from .reporter import disclosed_attempts
 from .results import EpisodeResult
 from .run_directory import AttemptRecord, CorruptResult, RunDirectory
@@ -160,9 +160,8 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
                 except Exception as exc:  # outside the runner's typed handling
                     report_q.put(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
                     continue
-                peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 report_q.put(
-                    ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb)
+                    ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb())
                 )
     finally:
         if adapter is not None:
