@@ -117,7 +117,6 @@ class EpisodeRunner:
         start: EpisodeStart | None = None
         last_sequence = 0
         try:
-            thaw_heap()
             start = self.adapter.start_episode(
                 request.identity, request.init_state_index, request.seed
             )
@@ -155,6 +154,7 @@ class EpisodeRunner:
                 )
             )
         finally:
+            thaw_heap()
             transport.close(last_sequence)
         outcome: Outcome
         if state.termination == "native_success":

@@ -52,8 +52,8 @@ def test_a_frozen_cycle_that_becomes_garbage_is_collected_by_the_next_settle() -
 
 
 def test_thawing_lets_an_ordinary_collection_take_what_was_frozen() -> None:
-    # An episode's start replaces simulators between a thaw and the next settle: the
-    # collector's own passes during the start must be able to free them.
+    # After a policy loop the heap is thawed: a simulator closed or replaced then must
+    # be freed by the collector's own passes, without waiting for another settle.
     replaced, ref = _cycle()
     settle_heap()
     thaw_heap()

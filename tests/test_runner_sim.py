@@ -5,6 +5,7 @@ One adapter (one LIBERO env per task) is shared by the whole module; budgets are
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,12 +139,21 @@ def test_decision_budget_truncates_at_the_policy_call_cap(
     adapter: LiberoAdapter,
     tmp_path: Path,
 ) -> None:
+    frozen_while_acting: list[int] = []
+
+    def script(observation: dict[str, Any]) -> dict[str, Any] | bytes:
+        frozen_while_acting.append(gc.get_freeze_count())
+        return act(observation, [STILL] * 5)
+
     result, actor, _ = _run(
         adapter,
         tmp_path,
-        lambda o: act(o, [STILL] * 5),
+        script,
         _settings(budget_mode="decisions", max_policy_calls=3, replan_interval=5),
     )
+    # The simulator's heap is frozen for the policy loop only (orchestrator/heap.py).
+    assert len(frozen_while_acting) == 3 and min(frozen_while_acting) > 10_000
+    assert gc.get_freeze_count() == 0
     c = result.counters
     assert (c.policy_calls, c.action_decisions, c.executed_controls) == (3, 3, 15)
     assert result.truncated and result.truncation == "policy_call_cap"
