@@ -2,7 +2,10 @@
 
 Such an attempt is kept and counted as errored, never silently re-run: its actor may
 already have seen observations. Counters are rebuilt from the attempt's own event log,
-which recorded each thing as it happened.
+which recorded each thing as it happened: a response when it was claimed, a chunk's
+controls once the next observation was out (its `actions_executed` record is stamped at
+the chunk's end and written then), so a chunk the crash cut short, or whose next
+observation never went out, is not counted as executed.
 """
 
 from __future__ import annotations
