@@ -32,9 +32,14 @@ class EpisodeEvidence:
         self._deferred_events: list[dict[str, Any]] = []
 
     def event(self, kind: str, /, **fields: Any) -> None:
-        """Append one record to the event log now (after any deferred ones, in order)."""
-        self._deferred_events.append({"t": round(time.time(), 6), "event": kind, **fields})
+        """Append one record to the event log now (after any deferred ones, in order).
+
+        A record that is not JSON (a NaN, say) raises before anything is written."""
+        record = {"t": round(time.time(), 6), "event": kind, **fields}
+        line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
         self.write_deferred_events()
+        self._events.write(line)
+        self._events.flush()
 
     def defer_event(self, kind: str, /, **fields: Any) -> None:
         """An event stamped now but written with the next `event` (or at `close`).
@@ -46,11 +51,12 @@ class EpisodeEvidence:
         self._deferred_events.append({"t": round(time.time(), 6), "event": kind, **fields})
 
     def write_deferred_events(self) -> None:
-        pending, self._deferred_events = self._deferred_events, []
-        if pending:
+        if self._deferred_events:
             lines = [
-                json.dumps(record, sort_keys=True, allow_nan=False) + "\n" for record in pending
+                json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+                for record in self._deferred_events
             ]
+            self._deferred_events = []
             self._events.writelines(lines)
             self._events.flush()
 
