@@ -25,18 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.mailbox.bench import act_response, milliseconds
+from mailroom.mailbox.bench import act_response, milliseconds, write_response
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
@@ -45,16 +43,12 @@ from mailroom.orchestrator.libero_adapter import (
     ACTION_LAYOUT,
     CAMERAS,
     CONTROL_HZ,
-    SETTLING_CONTROLS,
     Capture,
-    ControlOutcome,
-    EpisodeStart,
-    LiberoAdapter,
-    TaskIdentity,
 )
 from mailroom.orchestrator.mailbox_transport import MailboxTransport
 from mailroom.orchestrator.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.settings import OutboxDurability, RunSettings
+from mailroom.orchestrator.stand_in import STAND_IN_IDENTITY, StandInAdapter
 from mailroom.orchestrator.timing import CLOCK
 from mailroom.orchestrator.transport import DecisionOutcome, Delivery
 
@@ -89,10 +83,7 @@ def _capture() -> Capture:
 
 def _answer(endpoint: Endpoint, delivery: Delivery) -> None:
     """The actor's side: an atomic write of the response (temporary name, rename)."""
-    final = endpoint.response_file(delivery.sequence)
-    temporary = final.with_name(f".{final.name}.tmp")
-    temporary.write_bytes(act_response(delivery.request_id, K))
-    os.replace(temporary, final)
+    write_response(endpoint.response_file(delivery.sequence), act_response(delivery.request_id, K))
 
 
 SPEC = ActionSpec(
@@ -167,32 +158,6 @@ def measure_transport(
     }
 
 
-class StandInAdapter(LiberoAdapter):
-    """The adapter's interface with no simulator: synthetic frames, nothing ever succeeds."""
-
-    def __init__(self, control_cap: int) -> None:
-        super().__init__(control_cap=control_cap)
-
-    def start_episode(
-        self, identity: TaskIdentity, init_state_index: int, seed: int
-    ) -> EpisodeStart:
-        return EpisodeStart(
-            identity=identity,
-            init_state_index=init_state_index,
-            seed=seed,
-            state_sha256="0" * 64,
-            settling_controls=SETTLING_CONTROLS,
-            success_during_settling=False,
-            capture=_capture(),
-        )
-
-    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
-        return ControlOutcome(success=False, capture=_capture() if observe else None)
-
-    def close(self) -> None:
-        return None
-
-
 class InlineActor:
     """`MailboxTransport` with the actor's answer written before each wait (untimed)."""
 
@@ -216,21 +181,6 @@ class InlineActor:
         self.inner.close(last_sequence)
 
 
-IDENTITY = TaskIdentity(
-    benchmark="libero",
-    suite="libero_10",
-    task_index=0,
-    task_order_index=0,
-    task_name="stand-in",
-    instruction="put both the cream cheese box and the butter in the basket",
-    bddl_path=Path("stand-in.bddl"),
-    init_states_path=Path("stand-in.init"),
-    bddl_sha256="0" * 64,
-    init_states_sha256="0" * 64,
-    n_init_states=1,
-)
-
-
 def measure_cycle(
     decisions: int, workdir: Path, keep_images: bool, durability: OutboxDurability
 ) -> dict[str, Any]:
@@ -241,7 +191,7 @@ def measure_cycle(
         response_timeout_s=5,
         outbox_durability=durability,
     )
-    adapter = StandInAdapter(control_cap=decisions * K)
+    adapter = StandInAdapter(control_cap=decisions * K, frames=_capture)
     runner = EpisodeRunner(adapter, settings)
     endpoint = create_endpoint(workdir / "mailbox")
     evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
@@ -252,7 +202,7 @@ def measure_cycle(
     request = EpisodeRequest(
         attempt_id="a-1",
         case_id="c",
-        identity=IDENTITY,
+        identity=STAND_IN_IDENTITY,
         init_state_index=0,
         seed=0,
         reference_horizon=decisions * K,

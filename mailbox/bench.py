@@ -65,6 +65,16 @@ def act_response(request_id: str, chunk: int) -> bytes:
     return json.dumps(document).encode("utf-8")
 
 
+def write_response(final: Path, body: bytes) -> float:
+    """An actor's atomic write: a temporary name, then the rename. Returns when the
+    rename began (`time.perf_counter`)."""
+    temporary = final.with_name(f".{final.name}.tmp")
+    temporary.write_bytes(body)
+    renamed_at = time.perf_counter()
+    os.replace(temporary, final)
+    return renamed_at
+
+
 def _writer(conn: Connection, inbox: str, seed: int) -> None:
     """Child process: for each (sequence, request id) received, wait a random moment,
     write the response atomically, and send back when its rename began."""
@@ -77,11 +87,7 @@ def _writer(conn: Connection, inbox: str, seed: int) -> None:
         # Let the receiver block first, at a random phase of any polling period.
         time.sleep(rng.uniform(0.002, WRITE_JITTER_S))
         final = Path(inbox) / f"resp-{sequence}.json"
-        temporary = final.with_name(f".{final.name}.tmp")
-        temporary.write_bytes(act_response(request_id, LIMITS.max_chunk))
-        renamed_at = time.perf_counter()
-        os.replace(temporary, final)
-        conn.send(renamed_at)
+        conn.send(write_response(final, act_response(request_id, LIMITS.max_chunk)))
 
 
 def measure_detection(

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
-from mailroom.mailbox.bench import act_response
+from mailroom.mailbox.bench import act_response, write_response
 from mailroom.mailbox.watcher import InboxWatcher
 
 TIMINGS_FILE = "written_at.txt"
@@ -33,11 +31,7 @@ def answer(endpoint: Path, observation: Path, chunk: int) -> float:
     """Write the response; returns when its rename began."""
     document = json.loads(observation.read_text(encoding="utf-8"))
     final = endpoint / document["response_file"]
-    tmp = final.with_name(f".{final.name}.tmp")
-    tmp.write_bytes(act_response(document["request_id"], chunk))
-    renamed_at = time.perf_counter()
-    os.replace(tmp, final)
-    return renamed_at
+    return write_response(final, act_response(document["request_id"], chunk))
 
 
 def run(endpoint: Path, chunk: int) -> int:

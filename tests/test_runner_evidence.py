@@ -7,28 +7,23 @@ real runner through the real mailbox transport; the actor answers inline.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.mailbox.bench import write_response
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import ActionLimits
 from mailroom.orchestrator.evidence import STEPS_FILE, EpisodeEvidence
 from mailroom.orchestrator.export import read_steps
 from mailroom.orchestrator.interrupted import counters_from_events
 from mailroom.orchestrator.libero_adapter import (
-    SETTLING_CONTROLS,
     Capture,
-    ControlOutcome,
-    EpisodeStart,
-    LiberoAdapter,
-    TaskIdentity,
 )
 from mailroom.orchestrator.mailbox_transport import MailboxTransport
 from mailroom.orchestrator.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.stand_in import STAND_IN_IDENTITY, StandInAdapter
 from mailroom.orchestrator.transport import DecisionOutcome, Delivery
 
 K = 3
@@ -36,31 +31,6 @@ CALLS = 4
 CAPTURE = Capture(
     images={"agentview": np.zeros((16, 16, 3), dtype=np.uint8)}, joint_pos=None, gripper_qpos=None
 )
-IDENTITY = TaskIdentity(
-    benchmark="libero",
-    suite="libero_10",
-    task_index=0,
-    task_order_index=0,
-    task_name="stand-in",
-    instruction="put the bowl on the plate",
-    bddl_path=Path("stand-in.bddl"),
-    init_states_path=Path("stand-in.init"),
-    bddl_sha256="0" * 64,
-    init_states_sha256="0" * 64,
-    n_init_states=1,
-)
-
-
-class StandInAdapter(LiberoAdapter):
-    def start_episode(
-        self, identity: TaskIdentity, init_state_index: int, seed: int
-    ) -> EpisodeStart:
-        return EpisodeStart(
-            identity, init_state_index, seed, "0" * 64, SETTLING_CONTROLS, False, CAPTURE
-        )
-
-    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
-        return ControlOutcome(success=False, capture=CAPTURE if observe else None)
 
 
 class InlineActor:
@@ -84,10 +54,7 @@ class InlineActor:
             "decision": "act",
             "actions": [[value, 0, 0, 0, 0, 0, -1]] * K,
         }
-        final = endpoint.response_file(delivery.sequence)
-        temporary = final.with_name(f".{final.name}.tmp")
-        temporary.write_text(json.dumps(body))
-        os.replace(temporary, final)
+        write_response(endpoint.response_file(delivery.sequence), json.dumps(body).encode())
         self.rows_seen.append(len(self.inner.evidence.pending_steps))
         return self.inner.await_decision(delivery, limits, timeout_s)
 
@@ -97,11 +64,11 @@ class InlineActor:
 
 def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> None:
     settings = RunSettings(max_policy_calls=CALLS, replan_interval=K, response_timeout_s=10)
-    runner = EpisodeRunner(StandInAdapter(control_cap=CALLS * K), settings)
+    runner = EpisodeRunner(StandInAdapter(control_cap=CALLS * K, frames=lambda: CAPTURE), settings)
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
     actor = InlineActor(MailboxTransport(endpoint, evidence))
-    request = EpisodeRequest("a-1", "c", IDENTITY, 0, 0, CALLS * K)
+    request = EpisodeRequest("a-1", "c", STAND_IN_IDENTITY, 0, 0, CALLS * K)
     try:
         result = runner.run(request, actor, evidence)
     finally:
