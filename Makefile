@@ -23,12 +23,19 @@ $(STAMP): $(SOURCES)
 		os.path.exists(t) or shutil.copyfile(os.path.join(d, 'macros.py'), t)" 2>/dev/null
 	@touch $(STAMP)
 
-# Mesa's EGL on the CPU renders MuJoCo headless; install it where it is missing.
+# Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
+# headless; bubblewrap confines every actor; the system Python (standard library only)
+# runs the built-in diagnostic actor inside the sandbox.
 system-deps:
-	@if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
-		echo "installing Mesa EGL (Debian packages)"; \
+	@missing=""; \
+	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
+		missing="$$missing libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2"; fi; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2 >/dev/null; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
 demo: $(STAMP)

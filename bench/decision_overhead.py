@@ -38,6 +38,7 @@ from mailroom.mailbox.bench import act_response, milliseconds, write_response
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
+from mailroom.orchestrator.confinement import ConfinementRecord
 from mailroom.orchestrator.evidence import EpisodeEvidence
 from mailroom.orchestrator.libero_adapter import (
     ACTION_LAYOUT,
@@ -206,6 +207,7 @@ def measure_cycle(
         init_state_index=0,
         seed=0,
         reference_horizon=decisions * K,
+        confinement=ConfinementRecord(mode="none", network="host"),  # an in-process actor
     )
     CLOCK.reset(enabled=True)
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,34 @@ def new_token() -> str:
     return secrets.token_hex(TOKEN_BYTES)
 
 
+def make_mailbox_root(mailbox_root: Path) -> None:
+    """Create the mailbox root, and any folder above it that is missing, traverse-only
+    for others (0711): an actor's own user can reach its endpoint, but list nothing.
+
+    Parallel workers create endpoints under one root: whoever makes a folder sets its
+    mode; an existing folder is left as it is.
+    """
+    missing: list[Path] = []
+    probe = mailbox_root
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=ROOT_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(directory, ROOT_MODE)
+
+
+def new_mailbox_root(prefix: str = "mailroom-") -> Path:
+    """A fresh mailbox root under the system's temporary folder, traverse-only for
+    others (`tempfile.mkdtemp` makes it owner-only, which a sandbox user cannot enter)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(root, ROOT_MODE)
+    return root
+
+
 def create_endpoint(mailbox_root: Path, *, actor_gid: int | None = None) -> Endpoint:
     """Create a fresh endpoint that only the orchestrator and the actor may enter.
 
@@ -101,13 +130,7 @@ def create_endpoint(mailbox_root: Path, *, actor_gid: int | None = None) -> Endp
     The folders are made, given their modes and opened relative to the endpoint's own
     descriptor, so what is held is exactly what was made.
     """
-    # Parallel workers create endpoints under one root: whoever makes it sets its mode.
-    try:
-        mailbox_root.mkdir(parents=True, mode=ROOT_MODE)
-    except FileExistsError:
-        pass
-    else:
-        os.chmod(mailbox_root, ROOT_MODE)
+    make_mailbox_root(mailbox_root)
     root = mailbox_root / new_token()
     root.mkdir(mode=OWNER_ONLY)  # exclusive: a fresh token never meets an old directory
     fds: list[int] = []

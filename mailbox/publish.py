@@ -95,6 +95,7 @@ def _stage(dir_fd: int, name: str, data: bytes, durable: bool) -> str:
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     fd = os.open(tmp, _CREATE_FLAGS, 0o644, dir_fd=dir_fd)
     try:
+        os.fchmod(fd, 0o644)  # readable by the actor's group whatever the umask
         _write_all(fd, data)
         if durable:
             os.fsync(fd)

@@ -1,4 +1,5 @@
-"""Spawning a blinded actor: scrubbed environment, own process group, scratch as cwd."""
+"""Spawning a blinded actor: scrubbed environment, own process group, scratch as cwd,
+confined by the sandbox unless the run says `none`, its output kept privately."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ import os
 import resource
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from .lifetime import die_with_this_process
+from .confinement import REDACTED
+from .lifetime import die_with_this_process, stay_dumpable
+from .sandbox import SAFE_PATH, OuterIdentity, SandboxCommand, kill_leftovers
 from .settings import ActorLimits
 
-SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+OUTPUT_CAP_BYTES = 1 << 20  # kept of each of stdout and stderr
+OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
 
 
 def scrubbed_environment(home: Path) -> dict[str, str]:
@@ -32,19 +39,67 @@ def _limit_resources(limits: ActorLimits) -> list[tuple[int, int]]:
     return wanted
 
 
-def _child_setup(rlimits: list[tuple[int, int]]) -> Callable[[], None]:
-    """Runs in the actor between fork and exec: die with the worker, apply the limits."""
+def _child_setup(rlimits: list[tuple[int, int]], changed_user: bool) -> Callable[[], None]:
+    """Runs in the actor between fork and exec (after any change of user): die with the
+    worker, apply the limits."""
     die = die_with_this_process()
 
     def setup() -> None:
         die()
+        if changed_user:
+            stay_dumpable()
         for which, value in rlimits:
             resource.setrlimit(which, (value, value))
 
     return setup
 
 
+@dataclass
+class CapturedStream:
+    """One output stream of the actor: the first `cap` bytes kept, the rest counted."""
+
+    name: str
+    path: Path | None
+    cap: int = OUTPUT_CAP_BYTES
+    total: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def drain(self, pipe: IO[bytes]) -> None:
+        sink = None if self.path is None else self.path.open("wb")
+        try:
+            while chunk := os.read(pipe.fileno(), 65536):
+                room = max(0, self.cap - self.total)
+                if sink is not None and room:
+                    sink.write(chunk[:room])
+                self.total += len(chunk)
+            if sink is not None and self.truncated:
+                dropped = self.total - self.cap
+                sink.write(f"\n[mailroom: truncated here; {dropped} more bytes]\n".encode())
+        finally:
+            pipe.close()
+            if sink is not None:
+                sink.close()
+
+    def document(self) -> dict[str, object]:
+        return {
+            "file": None if self.path is None else self.path.name,
+            "bytes": self.total,
+            "kept_bytes": min(self.total, self.cap),
+            "truncated": self.truncated,
+        }
+
+
+def _private_file(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.close(fd)
+
+
 class ActorProcess:
+    """One actor process; with `sandbox`, the process is bubblewrap running the actor."""
+
     def __init__(
         self,
         argv: Sequence[str],
@@ -52,36 +107,73 @@ class ActorProcess:
         instructions: str,
         workdir: Path,
         limits: ActorLimits | None = None,
+        output_dir: Path | None = None,
+        passed_env: Mapping[str, str] | None = None,
+        sandbox: SandboxCommand | None = None,
+        identity: OuterIdentity | None = None,
+        confinement: dict[str, object] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.limits = limits or ActorLimits()
-        self.env = scrubbed_environment(workdir)
+        self.env = {**scrubbed_environment(workdir), **(passed_env or {})}
+        self._passed = sorted(passed_env or {})
         self.workdir = workdir
-        self._proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=workdir,
-            env=self.env,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=_child_setup(_limit_resources(self.limits)),
-        )
+        self.identity = identity or OuterIdentity(None, None)
+        self.confinement = confinement or {"mode": "none"}
+        self.streams = {
+            name: CapturedStream(name, None if output_dir is None else output_dir / file)
+            for name, file in OUTPUT_FILES.items()
+        }
+        for stream in self.streams.values():
+            if stream.path is not None:
+                _private_file(stream.path)
+        popen_argv = self.argv if sandbox is None else sandbox.argv
+        try:
+            self._proc = subprocess.Popen(
+                popen_argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir if sandbox is None else "/",
+                env=self.env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if sandbox is None else tuple(sandbox.pass_fds),
+                user=self.identity.uid,
+                group=self.identity.gid,
+                extra_groups=[] if self.identity.uid is not None else None,
+                preexec_fn=_child_setup(
+                    _limit_resources(self.limits), self.identity.uid is not None
+                ),
+            )
+        finally:
+            if sandbox is not None:
+                sandbox.close()
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self._drains = [
+            threading.Thread(target=self.streams[name].drain, args=(pipe,), daemon=True)
+            for name, pipe in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr))
+        ]
+        for thread in self._drains:
+            thread.start()
         assert self._proc.stdin is not None
         try:
             self._proc.stdin.write(instructions.encode("utf-8"))
             self._proc.stdin.close()
         except BrokenPipeError:
             pass  # an actor that exits at once is judged by what it wrote, not here
+        self.leftover_processes: int | None = None
 
     def description(self) -> dict[str, object]:
+        """What the actor was given; passed-through values are never written."""
+        env = {k: (REDACTED if k in self._passed else v) for k, v in self.env.items()}
         return {
             "pid": self._proc.pid,
             "argv": self.argv,
-            "env": self.env,
+            "env": env,
             "cwd": str(self.workdir),
             "limits": self.limits.model_dump(),
+            "confinement": self.confinement,
         }
 
     @property
@@ -95,13 +187,29 @@ class ActorProcess:
         return self._proc.poll() is None
 
     def stop(self, grace_s: float = 2.0) -> int:
-        """End the actor's whole process group; returns its exit status."""
+        """End the actor's whole process group (for a sandbox: its pid namespace, with
+        every process in it); returns its exit status."""
         if self._proc.poll() is None:
             self._signal_group(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=grace_s)
         self._signal_group(signal.SIGKILL)  # children that outlived the leader
-        return self._proc.wait()
+        status = self._proc.wait()
+        if self.identity.uid is not None:
+            self.leftover_processes = kill_leftovers(self.identity.uid)
+        for thread in self._drains:
+            thread.join(timeout=5)
+        return status
+
+    def stop_details(self) -> dict[str, object]:
+        """The kept output, and (for a sandbox user) how many of its processes were still
+        alive after the stop and were killed then: none is expected."""
+        details: dict[str, object] = {
+            "output": {name: stream.document() for name, stream in self.streams.items()}
+        }
+        if self.leftover_processes is not None:
+            details["leftover_processes"] = self.leftover_processes
+        return details
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -30,8 +30,10 @@ BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=2026
 
 def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path) -> dict[str, Any]:
     """The real orchestrator path with an instant actor process: phases per decision."""
+    from .actor_launcher import process_launcher
     from .bench_actor import read_timings
-    from .episode import process_launcher, run_blinded_episode
+    from .confinement import ConfinementSettings
+    from .episode import run_blinded_episode
 
     adapter = LiberoAdapter(control_cap=decisions * k)
     settings = RunSettings(max_policy_calls=decisions, replan_interval=k, response_timeout_s=60)
@@ -46,7 +48,9 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path)
             adapter=adapter,
             run_dir=workdir / "run",
             mailbox_root=mailbox_root,
-            launch_actor=process_launcher(actor),
+            # The instant actor imports the project, so it runs unconfined: this measures
+            # the orchestrator's own path (the sandbox's start-up is measured apart).
+            launch_actor=process_launcher(actor, confinement=ConfinementSettings(mode="none")),
             record="minimal",
         )
         elapsed = time.perf_counter() - started
@@ -211,6 +215,8 @@ def steady_rate(finished_at: Sequence[float], workers: int) -> float | None:
 def episodes_per_hour(
     workers: int, episodes: int, workdir: Path, mailbox_root: Path
 ) -> dict[str, Any]:
+    from .actor_launcher import process_launcher
+    from .confinement import ConfinementSettings
     from .coordinator import LaunchConfig, Work, run_work
     from .manifest import build_manifest
     from .paths import profile_dir
@@ -228,13 +234,22 @@ def episodes_per_hour(
     ]
     settings = RunSettings(max_policy_calls=10, replan_interval=5, response_timeout_s=60)
     actor = [
-        sys.executable,
+        "{python}",
         str(profile_dir("scripted_diagnostic") / "actor.py"),
         "{endpoint}",
         "--chunks",
         "10",
     ]
     run_dir = workdir / f"workers-{workers}"
+    confinement = ConfinementSettings(mode="sandbox")
+    launcher = process_launcher(
+        actor,
+        confinement=confinement,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile_dir=profile_dir("scripted_diagnostic"),
+    )
+    assert launcher.sandbox is not None
     plan = build_plan("canonical", suite="libero_10")
     run = RunDirectory(run_dir)
     run.write_manifest(
@@ -253,6 +268,8 @@ def episodes_per_hour(
             run_dir=run_dir,
             mailbox_root=mailbox_root,
             workers=workers,
+            confinement=confinement,
+            sandbox_tool=launcher.sandbox.tool,
         )
     )
     run.plan_path.write_bytes(render_plan(plan))
@@ -260,8 +277,8 @@ def episodes_per_hour(
         run_dir=run_dir,
         mailbox_root=mailbox_root,
         settings=settings,
-        actor_command=actor,
         record="minimal",
+        launcher=launcher,
     )
     peaks: list[float] = []
     outcomes: list[str] = []

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
 import click
+from mailroom.mailbox.endpoint import new_mailbox_root
 from rich.table import Table
 
 from .headless import configure_headless_rendering
@@ -26,6 +27,15 @@ def _new_run_dir(profile: str, label: str) -> Path:
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return profile_dir(profile) / "results" / f"{label}-{stamp}"
+
+
+def _confinement_words(result: EpisodeResult) -> str:
+    record = result.confinement
+    if record is None:
+        return "not recorded (a v1 result): not confined"
+    if record.mode == "sandbox":
+        return f"sandbox (bubblewrap), network {record.network}"
+    return f"{record.mode}: NOT confined"
 
 
 def _print_result(result: EpisodeResult, run_dir: Path) -> None:
@@ -58,6 +68,7 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
         ),
         ("provider usage", "unknown (null): a file mailbox cannot meter it"),
         ("errors", ", ".join(e.code for e in result.errors) or "none"),
+        ("confinement", _confinement_words(result)),
         ("wall time", f"{result.wall_time_s:.1f} s"),
         ("run directory (private)", str(run_dir)),
     ]
@@ -70,6 +81,9 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
 @click.group()
 def main() -> None:
     """Blinded evaluation of file-mailbox actors on robot-manipulation benchmarks."""
+    # Run directories and their evidence are the orchestrator's alone; outbox files are
+    # given their group-readable mode explicitly.
+    os.umask(0o077)
 
 
 @main.command()
@@ -87,15 +101,33 @@ def main() -> None:
     help="Where the opaque endpoint is created (default: a new temporary directory).",
 )
 @click.option("--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify")
-def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_mode: str) -> None:
+@click.option(
+    "--confinement",
+    type=click.Choice(["sandbox", "none"]),
+    default="sandbox",
+    show_default=True,
+    help="Run the diagnostic actor in the sandbox, or explicitly unconfined.",
+)
+def demo(
+    as_json: bool,
+    run_dir: Path | None,
+    mailbox_root: Path | None,
+    watch_mode: str,
+    confinement: str,
+) -> None:
     """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
-    simulator, answered by the built-in diagnostic actor in its own process."""
+    simulator, answered by the built-in diagnostic actor in its own confined process."""
     from .cases import DEMO_CASE
     from .catalog import reference_horizon
-    from .episode import process_launcher, run_blinded_episode
+    from .cli_launch import build_launcher
+    from .confinement import ConfinementMode, ConfinementSettings
+    from .episode import run_blinded_episode
     from .libero_adapter import LiberoAdapter
+    from .manifest import build_manifest
     from .paths import profile_dir
-    from .settings import RunSettings
+    from .plans import build_plan, render_plan
+    from .run_directory import RunDirectory
+    from .settings import ActorLimits, RunSettings
 
     profile = "scripted_diagnostic"
     settings = RunSettings(
@@ -106,25 +138,63 @@ def demo(as_json: bool, run_dir: Path | None, mailbox_root: Path | None, watch_m
         watch_mode=cast(WatchMode, watch_mode),
     )
     run_dir = run_dir or _new_run_dir(profile, "demo")
-    mailbox_root = mailbox_root or Path(tempfile.mkdtemp(prefix="mailroom-"))
+    mailbox_root = mailbox_root or new_mailbox_root()
     if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
         raise click.UsageError("the run directory must not be under the mailbox root")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    adapter = LiberoAdapter(
-        control_cap=settings.control_cap(reference_horizon(DEMO_CASE.suite).controls)
-    )
+    run = RunDirectory(run_dir)
+    if run.exists():
+        raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
+    declaration = json.loads((profile_dir(profile) / "profile.json").read_text("utf-8"))
+    limits = ActorLimits.model_validate(declaration.get("limits", {}))
     actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
+    chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
+    launcher = build_launcher(
+        actor,
+        confinement=chosen,
+        limits=limits,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile=profile,
+    )
+    assert launcher is not None
+    # A run of one case like any other, so report, audit and export read it.
+    plan = build_plan("task_coverage", suite=DEMO_CASE.suite, task_ids=[DEMO_CASE.task_index])
+    (case,) = plan.to_cases()
+    manifest = build_manifest(
+        run_id=run_dir.name,
+        plan_sha256=plan.plan_sha256,
+        plan_kind=plan.kind,
+        n_cases=1,
+        profile_name=profile,
+        profile_declaration=declaration,
+        settings=settings,
+        actor_command=actor,
+        record="full",
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        workers=1,
+        confinement=chosen,
+        sandbox_tool=None if launcher.sandbox is None else launcher.sandbox.tool,
+    )
+    run.write_manifest(manifest)
+    run.plan_path.write_bytes(render_plan(plan))
+    run.event("launched", volatile=manifest["volatile"])
+    adapter = LiberoAdapter(
+        control_cap=settings.control_cap(reference_horizon(case.suite).controls)
+    )
     try:
         with console.status("running one blinded episode on the real simulator..."):
             result = run_blinded_episode(
-                DEMO_CASE,
+                case,
                 attempt=1,
                 settings=settings,
                 adapter=adapter,
                 run_dir=run_dir,
                 mailbox_root=mailbox_root,
-                launch_actor=process_launcher(actor),
+                launch_actor=launcher,
+                limits=limits,
             )
+        run.event("launch_finished")
     finally:
         adapter.close()
     if as_json:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from .audit import AUDIT_FILE, AuditError, AuditVerdict, audit_run
 from .cli_common import EXIT_OK, console
+from .evidence import open_private_log
 from .reporter import disclosed_attempts
 from .run_directory import AttemptRecord, RunDirectory
 
@@ -71,7 +72,7 @@ def resolve_attempt(run: RunDirectory, target: str) -> AttemptRecord:
 
 def _append_line(path: Path, record: dict[str, Any]) -> None:
     line = json.dumps(record, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_private_log(path)
     try:
         os.write(fd, line.encode("utf-8"))
         os.fsync(fd)

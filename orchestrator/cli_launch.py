@@ -6,17 +6,27 @@ import json
 import secrets
 import shlex
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import click
-from rich.panel import Panel
+from rich import box
+from mailroom.mailbox.endpoint import new_mailbox_root
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .cli_common import EXIT_OK, console
+from .actor_launcher import ProcessLauncher, process_launcher
+from .cli_common import EXIT_OK, EXIT_USAGE, console
+from .confinement import (
+    ConfinementDeclaration,
+    ConfinementError,
+    ConfinementMode,
+    ConfinementSettings,
+    resolve_confinement,
+    settings_of_run,
+)
 from .settings import (
     ActorLimits,
     BudgetMode,
@@ -56,13 +66,68 @@ def _load_profile(name: str) -> dict[str, Any]:
     return declaration
 
 
-def _progress_listener(progress: Progress, task: Any, counts: dict[str, int]) -> Any:
+def _confinement_declaration(profile: dict[str, Any]) -> ConfinementDeclaration:
+    try:
+        return ConfinementDeclaration.model_validate(profile.get("confinement", {}))
+    except ValueError as exc:
+        raise click.UsageError(f"the profile's confinement declaration is refused: {exc}") from exc
+
+
+def _refuse(exc: ConfinementError) -> NoReturn:
+    console.print(f"[red]refused:[/red] {exc}", markup=True, highlight=False)
+    sys.exit(EXIT_USAGE)
+
+
+def build_launcher(
+    actor_command: list[str] | None,
+    *,
+    confinement: ConfinementSettings,
+    limits: ActorLimits,
+    run_dir: Path,
+    mailbox_root: Path,
+    profile: str,
+) -> ProcessLauncher | None:
+    """The run's actor launcher, checked here, before any worker starts (exit 2 if the
+    sandbox cannot start or the command names something of the evaluator)."""
+    from .paths import profile_dir
+
+    if actor_command is None:
+        return None
+    try:
+        return process_launcher(
+            actor_command,
+            limits,
+            confinement=confinement,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            profile_dir=profile_dir(profile),
+        )
+    except ConfinementError as exc:
+        _refuse(exc)
+
+
+def print_launch_message(out: Console, text: str, private_copy: Path) -> None:
+    """The launch message exactly as rendered: no wrapping, borders or markup, between
+    two marker lines a coordinator does not copy."""
+    out.print(
+        f"----- launch message: hand exactly the lines below to a fresh actor "
+        f"(private copy: {private_copy}) -----",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False, end="")
+    if not text.endswith("\n"):
+        out.print("", markup=False)
+    out.print("----- end of launch message -----", markup=False, highlight=False)
+
+
+def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], run_dir: Path) -> Any:
     def listen(kind: str, payload: tuple[Any, ...]) -> None:
         if kind == "launch_message":
-            text = payload[2]
-            progress.console.print(
-                Panel(text, title="launch message: hand this to a fresh actor", expand=False)
-            )
+            case_id, attempt, text = payload[0], payload[1], payload[2]
+            copy = run_dir / "episodes" / f"{case_id}-a{attempt}" / "launch_message.json"
+            print_launch_message(progress.console, text, copy)
             return
         if kind == "finished":
             counts[str(payload[2])] += 1
@@ -94,6 +159,7 @@ def _execute(
     record: RecordMode,
     rerun_errored: bool,
     as_json: bool,
+    confinement: ConfinementSettings,
 ) -> None:
     from .coordinator import LaunchConfig, run_work, schedule
     from .interrupted import record_interrupted
@@ -109,6 +175,16 @@ def _execute(
     cases = plan.to_cases()
     run = RunDirectory(run_dir)
     _refuse_nesting(run_dir, mailbox_root)
+    declaration = _load_profile(profile)
+    limits = ActorLimits.model_validate(declaration.get("limits", {}))
+    launcher = build_launcher(
+        actor_command,
+        confinement=confinement,
+        limits=limits,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile=profile,
+    )
     try:
         with run.lock():
             manifest = build_manifest(
@@ -117,13 +193,17 @@ def _execute(
                 plan_kind=plan.kind,
                 n_cases=len(cases),
                 profile_name=profile,
-                profile_declaration=_load_profile(profile),
+                profile_declaration=declaration,
                 settings=settings,
                 actor_command=actor_command,
                 record=record,
                 run_dir=run_dir,
                 mailbox_root=mailbox_root,
                 workers=workers,
+                confinement=confinement,
+                sandbox_tool=None
+                if launcher is None or launcher.sandbox is None
+                else launcher.sandbox.tool,
             )
             if run.exists():
                 check_compatible(run.read_manifest(), manifest)
@@ -150,9 +230,9 @@ def _execute(
                 run_dir=run_dir,
                 mailbox_root=mailbox_root,
                 settings=settings,
-                actor_command=actor_command,
                 record=record,
-                limits=ActorLimits.model_validate(_load_profile(profile).get("limits", {})),
+                launcher=launcher,
+                limits=limits,
             )
             counts = {"success": 0, "failure": 0, "error": 0}
             with Progress(
@@ -165,7 +245,10 @@ def _execute(
             ) as progress:
                 task = progress.add_task("starting", total=len(plan_now.work))
                 outcome = run_work(
-                    config, plan_now.work, workers, _progress_listener(progress, task, counts)
+                    config,
+                    plan_now.work,
+                    workers,
+                    _progress_listener(progress, task, counts, run_dir),
                 )
             run.event("launch_finished")
     except ManifestConflictError as exc:
@@ -282,6 +365,23 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     show_default=True,
     help="Observation files are always published atomically; 'durable' also fsyncs them.",
 )
+@click.option(
+    "--confinement",
+    type=click.Choice(["sandbox", "none"]),
+    default=None,
+    help="How each --actor process is confined (default: sandbox; refused with exit 2 "
+    "where it cannot start). 'none' runs actors unconfined, as your own user, and every "
+    "result says so. Without --actor, confinement is 'external'.",
+)
+@click.option(
+    "--actor-path",
+    "actor_paths",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True),
+    help="An extra path the sandboxed actor may read (e.g. an agent CLI's installation); "
+    "repeatable. Refused if it holds or lies inside the project, the Python environment, "
+    "the LIBERO package, the run directory or the mailbox root.",
+)
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -291,6 +391,8 @@ def launch(
     run_dir: Path | None,
     mailbox_root: Path | None,
     actor: str | None,
+    confinement: str | None,
+    actor_paths: tuple[Path, ...],
     workers: int,
     record: RecordMode,
     as_json: bool,
@@ -305,14 +407,23 @@ def launch(
     from .paths import profile_dir
 
     settings = _settings_from(options)
-    _load_profile(profile)
+    declaration = _confinement_declaration(_load_profile(profile))
     if run_dir is None:
         run_dir = profile_dir(profile) / "results" / _new_run_id()
     if mailbox_root is None:
-        mailbox_root = Path(tempfile.mkdtemp(prefix="mailroom-"))
+        mailbox_root = new_mailbox_root()
     actor_command = shlex.split(actor) if actor is not None else None
     if actor_command == []:
         raise click.UsageError("--actor is empty")
+    try:
+        resolved = resolve_confinement(
+            requested=cast(ConfinementMode | None, confinement),
+            spawns_actors=actor_command is not None,
+            declaration=declaration,
+            actor_paths=tuple(str(p.resolve()) for p in actor_paths),
+        )
+    except ConfinementError as exc:
+        raise click.UsageError(str(exc)) from exc
     _execute(
         run_dir,
         plan_bytes=plan_file.read_bytes(),
@@ -324,6 +435,7 @@ def launch(
         record=record,
         rerun_errored=False,
         as_json=as_json,
+        confinement=resolved,
     )
 
 
@@ -361,29 +473,32 @@ def resume(
         profile=manifest["profile"]["name"],
         settings=settings,
         actor_command=volatile["actor_command"],
-        mailbox_root=mailbox_root or Path(tempfile.mkdtemp(prefix="mailroom-")),
+        mailbox_root=mailbox_root or new_mailbox_root(),
         workers=workers or int(volatile["workers"]),
         record=cast(RecordMode, manifest["record"]),
         rerun_errored=rerun_errored,
         as_json=as_json,
+        confinement=settings_of_run(manifest),
     )
 
 
 def _print_report(report: Any) -> None:
     title = f"{report.run_id}  ({report.profile}, plan {report.plan_kind})"
-    table = Table(title=title)
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
     table.add_column("suite", no_wrap=True)
+    # Short headers so the table fits an 80-column terminal; the words follow below.
     for column in (
-        "selected",
-        "completed",
-        "success",
-        "failure",
-        "errored",
-        "unattempted",
-        "success/completed",
-        "not blinded",
+        "sel",
+        "compl",
+        "succ",
+        "fail",
+        "err",
+        "unatt",
+        "rate",
+        "unblind",
+        "unconf",
     ):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", min_width=len(column), no_wrap=True)
     rows = [*sorted(report.suites.items()), ("overall", report.overall)]
     for name, t in rows:
         rate = "n/a" if t.success_rate is None else f"{t.success_rate:.1%}"
@@ -397,10 +512,27 @@ def _print_report(report: Any) -> None:
             str(t.unattempted),
             rate,
             str(t.not_blinded),
+            str(t.not_confined),
         )
     console.print(table)
+    console.print(
+        "sel selected, compl completed, succ success, fail failure, err errored, "
+        "unatt unattempted, rate success/completed, unblind not blinded, "
+        "unconf not confined",
+        style="dim",
+    )
     if not report.capability_score:
         console.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
+    modes = ", ".join(f"{mode} {n}" for mode, n in report.confinement_modes.items()) or "none yet"
+    console.print(f"confinement of the attempts: {modes}", highlight=False)
+    if report.not_confined_attempts:
+        console.print(
+            f"[yellow]{len(report.not_confined_attempts)} attempts were NOT confined[/yellow] "
+            "(run unconfined with --confinement none, started externally, or recorded before "
+            "confinement existed): their actors could read what the evaluator's user can, "
+            "so their results were not confined",
+            highlight=False,
+        )
     for bad in report.corrupt_results:
         console.print(f"[red]corrupt result, not counted:[/red] {bad['file']}: {bad['reason']}")
     console.print("provider usage: unknown (a file mailbox cannot meter it)")

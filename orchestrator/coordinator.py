@@ -19,6 +19,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
+from .actor_launcher import ProcessLauncher
 from .cases import Case
 from .interrupted import record_interrupted
 from .lifetime import die_with_parent
@@ -36,8 +37,10 @@ class LaunchConfig:
     run_dir: Path
     mailbox_root: Path
     settings: RunSettings
-    actor_command: list[str] | None
     record: RecordMode
+    # Built and checked in the launching process (refusals happen before any worker
+    # starts); None: external actors, handed launch messages.
+    launcher: ProcessLauncher | None
     limits: ActorLimits = field(default_factory=ActorLimits)
 
 
@@ -123,16 +126,12 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
     die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from .catalog import reference_horizon
-    from .episode import process_launcher, run_blinded_episode
+    from .episode import run_blinded_episode
     from .libero_adapter import LiberoAdapter
 
     settings = config.settings
     adapter: LiberoAdapter | None = None
-    launcher = (
-        None
-        if config.actor_command is None
-        else process_launcher(config.actor_command, config.limits)
-    )
+    launcher = config.launcher
     try:
         while True:
             group = work_q.get()

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.endpoint import create_endpoint
 
-from .actor_process import ActorProcess, render_command
+from .actor_launcher import ActorHandle, ActorLauncher
 from .cases import Case
 from .catalog import reference_horizon
+from .confinement import ConfinementRecord, ConfinementSettings
 from .evidence import EpisodeEvidence
 from .instructions import render_instructions
 from .libero_adapter import CAMERAS, LiberoAdapter, resolve_task
@@ -23,32 +22,6 @@ from .runner import EpisodeRequest, EpisodeRunner, FrameSink
 from .settings import ActorLimits, RecordMode, RunSettings
 from .transport import ActorCheck, ActorGuard, PolicyFailed, Transport
 from .video import EpisodeVideo
-
-
-class ActorHandle(Protocol):
-    def stop(self) -> int | None: ...
-
-    def alive(self) -> bool: ...
-
-    def description(self) -> dict[str, object]:
-        """What the actor was given (argv, environment, working directory), for audits."""
-        ...
-
-
-# Starts one fresh actor for one endpoint, given the rendered instructions.
-ActorLauncher = Callable[[Endpoint, str], ActorHandle]
-
-
-def process_launcher(command: Sequence[str], limits: ActorLimits | None = None) -> ActorLauncher:
-    """An actor process per episode from an argv template (`{endpoint}`, `{python}`)."""
-
-    def launch(endpoint: Endpoint, instructions: str) -> ActorHandle:
-        argv = render_command(command, endpoint=str(endpoint.root), python=sys.executable)
-        return ActorProcess(
-            argv, instructions=instructions, workdir=endpoint.scratch, limits=limits
-        )
-
-    return launch
 
 
 def scratch_quota(mailbox: MailboxTransport, limits: ActorLimits) -> ActorCheck:
@@ -86,6 +59,7 @@ def _prepare(
     settings: RunSettings,
     adapter: LiberoAdapter,
     run_dir: Path,
+    confinement: ConfinementSettings,
     video: FrameSink | None = None,
 ) -> _Prepared:
     """Checks first (nothing is created if the configuration is wrong), then evidence."""
@@ -99,6 +73,7 @@ def _prepare(
         init_state_index=case.init_state_index,
         seed=case.seed,
         reference_horizon=horizon,
+        confinement=ConfinementRecord.of(confinement),
     )
     evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id)
     return _Prepared(runner, request, evidence)
@@ -120,16 +95,21 @@ def run_blinded_episode(
     """Run `case` against a fresh actor through a fresh opaque endpoint.
 
     With no launcher, an external actor is handed the launch message by the coordinator
-    (`on_launch_message` receives it; it is also kept privately). `record="full"` adds
-    an MP4 per camera of every executed control (cameras then render every control).
+    (`on_launch_message` receives it; it is also kept privately) and the attempt's
+    confinement is `external`. `record="full"` adds an MP4 per camera of every executed
+    control (cameras then render every control).
     """
+    confinement = (
+        ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
+    )
     video = EpisodeVideo(run_dir / "episodes" / case.attempt_id(attempt), CAMERAS)
     prepared = _prepare(
-        case, attempt, settings, adapter, run_dir, video if record == "full" else None
+        case, attempt, settings, adapter, run_dir, confinement, video if record == "full" else None
     )
     adapter.record_frames = record == "full"
     evidence = prepared.evidence
-    endpoint = create_endpoint(mailbox_root)
+    identity = None if launch_actor is None else launch_actor.identity()
+    endpoint = create_endpoint(mailbox_root, actor_gid=None if identity is None else identity.gid)
     instructions = render_instructions(str(endpoint.root))
     # The endpoint-to-case mapping lives only here, in the private run directory.
     evidence.write_private(
@@ -148,8 +128,8 @@ def run_blinded_episode(
     transport: Transport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
     try:
-        if launch_actor is not None:
-            actor = launch_actor(endpoint, instructions)
+        if launch_actor is not None and identity is not None:
+            actor = launch_actor.start(endpoint, instructions, identity, evidence.directory)
             evidence.event("actor_started", **actor.description())
             transport = ActorGuard(mailbox, actor.alive, checks)
         elif on_launch_message is not None:
@@ -162,7 +142,7 @@ def run_blinded_episode(
         video.abort()
         if actor is not None:
             status = actor.stop()
-            evidence.event("actor_stopped", exit_status=status)
+            evidence.event("actor_stopped", exit_status=status, **actor.stop_details())
         mailbox.sweep_late()  # what the actor wrote between the close and its end
         endpoint.held.close()
         evidence.close()
@@ -181,7 +161,8 @@ def run_in_process_episode(
 ) -> EpisodeResult:
     """The same episode with an in-process `Policy.act` instead of a mailbox actor."""
     adapter.record_frames = False
-    prepared = _prepare(case, attempt, settings, adapter, run_dir)
+    # The policy runs inside the orchestrator's own process: nothing confines it.
+    prepared = _prepare(case, attempt, settings, adapter, run_dir, ConfinementSettings(mode="none"))
     try:
         transport = PolicyTransport(policy, prepared.evidence)
         result = prepared.runner.run(prepared.request, transport, prepared.evidence)

@@ -7,6 +7,7 @@ The result document is written last and atomically: it is the completion marker.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,36 @@ from .results import EpisodeResult
 RESULT_FILE = "result.json"
 EVENTS_FILE = "events.jsonl"
 STEPS_FILE = "steps.jsonl"
+# The run directory is the orchestrator's alone (`mailroom` also runs with umask 077).
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(path: Path) -> None:
+    """`mkdir -p path`: `path` and every folder made on the way owner-only."""
+    made: list[Path] = []
+    probe = path
+    while not probe.exists():
+        made.append(probe)
+        probe = probe.parent
+    path.mkdir(parents=True, exist_ok=True)
+    for directory in {path, *made}:
+        os.chmod(directory, PRIVATE_DIR_MODE)
+
+
+def open_private_log(path: Path) -> int:
+    """An append-only descriptor of a private log file (created owner-only)."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
 
 
 class EpisodeEvidence:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.directory.mkdir(parents=True, exist_ok=True)
-        (self.directory / "observations").mkdir(exist_ok=True)
-        (self.directory / "responses").mkdir(exist_ok=True)
-        self._events = (self.directory / EVENTS_FILE).open("a", encoding="utf-8")
-        self._steps = (self.directory / STEPS_FILE).open("a", encoding="utf-8")
+        make_private_dir(self.directory)
+        (self.directory / "observations").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        (self.directory / "responses").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        self._events = os.fdopen(open_private_log(directory / EVENTS_FILE), "a", encoding="utf-8")
+        self._steps = os.fdopen(open_private_log(directory / STEPS_FILE), "a", encoding="utf-8")
         self._pending_steps: list[dict[str, Any]] = []
         self._deferred_events: list[dict[str, Any]] = []
 

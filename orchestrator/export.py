@@ -31,10 +31,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 from mailroom.mailbox.publish import fsync_directory
-from mailroom.mailbox.schemas import schema_errors
 
 from .libero_adapter import ACTION_LAYOUT, CONTROL_HZ
-from .manifest import MANIFEST_SCHEMA
+from .manifest import manifest_errors
 from .plans import PlanError, parse_plan
 from .reporter import disclosed_attempts
 from .results import SUMMED_COUNTERS, EpisodeResult
@@ -242,6 +241,7 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("error_codes", pa.list_(text)),
         ("blinded", pa.bool_()),
         ("leak_disclosed", pa.bool_()),
+        ("confinement", text),
         ("proprio", pa.bool_()),
         ("bddl_sha256", text),
         ("init_states_sha256", text),
@@ -434,6 +434,8 @@ def _episode_row(
         "error_codes": [e.code for e in r.errors],
         "blinded": r.blinded and not leaked,
         "leak_disclosed": leaked,
+        # v1 results predate confinement: their spawned actors were not confined.
+        "confinement": None if r.confinement is None else r.confinement.mode,
         "proprio": r.settings.proprio,
         "bddl_sha256": r.case.bddl_sha256,
         "init_states_sha256": r.case.init_states_sha256,
@@ -453,9 +455,9 @@ def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
         manifest = run.read_manifest()
     except (OSError, ValueError) as exc:
         raise ExportError(f"cannot read {run.manifest_path}: {exc}") from exc
-    errors = schema_errors(MANIFEST_SCHEMA, manifest)
+    errors = manifest_errors(manifest)
     if errors:
-        raise ExportError(f"{run.manifest_path} does not match {MANIFEST_SCHEMA}: {errors[0]}")
+        raise ExportError(f"{run.manifest_path} does not match its schema: {errors[0]}")
     try:
         plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
     except (OSError, PlanError) as exc:

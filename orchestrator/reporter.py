@@ -30,6 +30,9 @@ class Tally(BaseModel):
     errored: int = 0
     unattempted: int = 0
     not_blinded: int = 0
+    # Attempts whose actor was not confined by the orchestrator's sandbox: `none`,
+    # `external`, or a v1 result written before confinement was recorded.
+    not_confined: int = 0
     success_rate: Annotated[float, Field(ge=0, le=1)] | None = None
     success_rate_denominator: str = "completed"
     success_over_selected: Annotated[float, Field(ge=0, le=1)] | None = None
@@ -37,6 +40,8 @@ class Tally(BaseModel):
     provider_usage: str = "unknown (null in every result: a file mailbox cannot meter it)"
 
     def count(self, result: EpisodeResult | None, blinded: bool) -> None:
+        if result is not None and not result.confined:
+            self.not_confined += 1
         self.selected += 1
         if result is None:
             self.unattempted += 1
@@ -71,6 +76,8 @@ class Report(BaseModel):
     corrupt_results: list[dict[str, str]]
     superseded_attempts: list[str]
     not_blinded_attempts: list[str]
+    not_confined_attempts: list[str]
+    confinement_modes: dict[str, int]
 
 
 def disclosed_attempts(run: RunDirectory) -> set[str]:
@@ -98,11 +105,18 @@ def build_report(run_dir: Path) -> Report:
     disclosed = disclosed_attempts(run)
     overall = Tally()
     suites: dict[str, Tally] = defaultdict(Tally)
+    modes: dict[str, int] = defaultdict(int)
+    not_confined: list[str] = []
     for case in plan.to_cases():
         result = latest.get(case.case_id)
         blinded = result is None or (result.blinded and attempt_of[case.case_id] not in disclosed)
         overall.count(result, blinded)
         suites[case.suite].count(result, blinded)
+        if result is not None:
+            mode = "unrecorded" if result.confinement is None else result.confinement.mode
+            modes[mode] += 1
+            if not result.confined:
+                not_confined.append(attempt_of[case.case_id])
     overall.finish()
     for tally in suites.values():
         tally.finish()
@@ -117,6 +131,8 @@ def build_report(run_dir: Path) -> Report:
         corrupt_results=corrupt,
         superseded_attempts=sorted(superseded),
         not_blinded_attempts=sorted(a for a in disclosed if a in attempt_of.values()),
+        not_confined_attempts=sorted(not_confined),
+        confinement_modes=dict(sorted(modes.items())),
     )
 
 

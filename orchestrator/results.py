@@ -1,16 +1,31 @@
-"""The episode result document (`mailroom.episode_result/v1`): private, written last."""
+"""The episode result document (`mailroom.episode_result/v2`): private, written last.
+
+Version 2 adds the attempt's confinement. Results written before it (`v1`) still load
+and report: their `confinement` is None, which reports as not confined (before v2 every
+spawned actor ran as the evaluator's own user).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from mailroom.mailbox.messages import WireComplete
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
+from .confinement import ConfinementRecord
 from .settings import BudgetMode, InvalidActionHandling
 
-RESULT_SCHEMA: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
+RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
+RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA)
 Outcome = Literal["success", "failure", "error"]
 Termination = Literal[
     "native_success",
@@ -120,7 +135,9 @@ class SettingsRecord(Strict):
 
 
 class EpisodeResult(Strict):
-    schema_: Literal["mailroom.episode_result/v1"] = Field(default=RESULT_SCHEMA, alias="schema")
+    schema_: Literal["mailroom.episode_result/v1", "mailroom.episode_result/v2"] = Field(
+        default=RESULT_SCHEMA, alias="schema"
+    )
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
     outcome: Outcome
@@ -134,11 +151,33 @@ class EpisodeResult(Strict):
     case: CaseRecord
     settings: SettingsRecord
     blinded: bool
+    confinement: ConfinementRecord | None = None
     started_at: Timestamp
     finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # A v1 document has no confinement field; a v2 one must (checked below).
+    _may_be_absent: ClassVar[frozenset[str]] = frozenset({"confinement"})
+
+    @model_validator(mode="after")
+    def _confinement_by_version(self) -> EpisodeResult:
+        if (self.schema_ == RESULT_SCHEMA) != (self.confinement is not None):
+            raise ValueError(
+                "a v2 result records its confinement; a v1 result has no confinement field"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_v1_confinement(self, handler: SerializerFunctionWrapHandler) -> object:
+        data = handler(self)
+        if isinstance(data, dict) and self.schema_ == RESULT_SCHEMA_V1:
+            data.pop("confinement", None)
+        return data
+
+    @property
+    def confined(self) -> bool:
+        return self.confinement is not None and self.confinement.mode == "sandbox"
 
     def document(self) -> dict[str, object]:
         return self.model_dump(mode="json", by_alias=True)

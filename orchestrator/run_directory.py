@@ -22,8 +22,8 @@ from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from pydantic import ValidationError
 
-from .evidence import EVENTS_FILE, RESULT_FILE
-from .results import RESULT_SCHEMA, EpisodeResult
+from .evidence import EVENTS_FILE, RESULT_FILE, make_private_dir, open_private_log
+from .results import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 
 
 class RunLockedError(Exception):
@@ -55,9 +55,12 @@ def read_result(path: Path) -> EpisodeResult | CorruptResult:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
         return CorruptResult(path, f"unreadable or not JSON: {exc}")
-    errors = schema_errors(RESULT_SCHEMA, document)
+    kind = document.get("schema") if isinstance(document, dict) else None
+    if kind not in RESULT_SCHEMAS:
+        kind = RESULT_SCHEMA
+    errors = schema_errors(kind, document)
     if errors:
-        return CorruptResult(path, f"does not match {RESULT_SCHEMA}: {errors[0]}")
+        return CorruptResult(path, f"does not match {kind}: {errors[0]}")
     try:
         return EpisodeResult.model_validate(document)
     except ValidationError as exc:
@@ -98,14 +101,14 @@ class RunDirectory:
         return document
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.root)
         publish_json(self.manifest_path, manifest)
 
     def event(self, kind: str, /, **fields: Any) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_private_dir(self.root)
         record = {"t": round(time.time(), 6), "event": kind, **fields}
         line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
-        fd = os.open(self.root / EVENTS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_private_log(self.root / EVENTS_FILE)
         try:
             os.write(fd, line.encode("utf-8"))
             os.fsync(fd)
@@ -140,8 +143,8 @@ class RunDirectory:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """One launch or resume at a time per run directory."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        make_private_dir(self.root)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -19,6 +19,7 @@ from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 
+from .confinement import ConfinementRecord
 from .evidence import EpisodeEvidence
 from .heap import settle_heap, thaw_heap
 from .libero_adapter import (
@@ -70,6 +71,8 @@ class EpisodeRequest:
     init_state_index: int
     seed: int
     reference_horizon: int
+    # How the actor answering this episode was confined (an in-process policy: `none`).
+    confinement: ConfinementRecord
 
 
 def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
@@ -195,6 +198,7 @@ class EpisodeRunner:
             ),
             settings=settings_record(settings, control_cap),
             blinded=True,
+            confinement=request.confinement,
             started_at=started_at,
             finished_at=_now(),
             wall_time_s=round(time.monotonic() - t0, 3),

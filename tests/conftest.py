@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from mailroom.mailbox.endpoint import new_mailbox_root
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -66,3 +68,26 @@ def leaks_under(root: Path, needles: Iterable[str]) -> list[str]:
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture
+def mailbox_root() -> Iterator[Path]:
+    """A mailbox root a sandbox user can reach (pytest's own folders are owner-only)."""
+    root = new_mailbox_root("mailroom-test-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def module_mailbox_root() -> Iterator[Path]:
+    root = new_mailbox_root("mailroom-test-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def copied_actor(directory: Path, name: str) -> Path:
+    """A test actor copied out of the project: an actor never sees the project."""
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / name
+    shutil.copyfile(REPO / "tests" / "actors" / name, target)
+    return target

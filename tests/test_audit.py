@@ -38,6 +38,7 @@ from mailroom.orchestrator.audit import (
 )
 from mailroom.orchestrator.cases import Case
 from mailroom.orchestrator.catalog import load_catalog
+from mailroom.orchestrator.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.evidence import EpisodeEvidence
 from mailroom.orchestrator.instructions import render_instructions
 from mailroom.orchestrator.libero_adapter import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
@@ -136,6 +137,7 @@ class RunBuilder:
             run_dir=self.run_dir,
             mailbox_root=self.mailbox_root,
             workers=1,
+            confinement=ConfinementSettings(mode="none"),
         )
         self.run.write_manifest(self.manifest)
         self.run.plan_path.write_bytes(render_plan(plan))
@@ -248,6 +250,7 @@ class RunBuilder:
             ),
             settings=settings_record(SETTINGS, SETTINGS.control_cap(520)),
             blinded=True,
+            confinement=ConfinementRecord(mode="none", network="host"),
             started_at="2000-01-01T00:00:00.000Z",
             finished_at="2000-01-01T00:00:01.000Z",
             wall_time_s=1.0,

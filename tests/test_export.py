@@ -17,6 +17,7 @@ from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.cases import Case
 from mailroom.orchestrator.catalog import load_catalog
+from mailroom.orchestrator.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.export import StepsFileError, read_steps
 from mailroom.orchestrator.manifest import build_manifest
 from mailroom.orchestrator.plans import build_plan, render_plan
@@ -62,6 +63,7 @@ def make_run(tmp_path: Path, *, proprio: bool) -> tuple[RunDirectory, list[Case]
         run_dir=run.root,
         mailbox_root=tmp_path / "mailboxes",
         workers=1,
+        confinement=ConfinementSettings(mode="external"),
     )
     run.write_manifest(manifest)
     run.plan_path.write_bytes(render_plan(plan))
@@ -119,6 +121,7 @@ def write_result(
         ),
         settings=settings_record(RunSettings(proprio=proprio), control_cap=1000),
         blinded=True,
+        confinement=ConfinementRecord(mode="external", network=None),
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",
         wall_time_s=60.0,

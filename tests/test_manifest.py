@@ -9,6 +9,7 @@ import click
 import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.cli_launch import _settings_from, launch
+from mailroom.orchestrator.confinement import ConfinementSettings
 from mailroom.orchestrator.manifest import MANIFEST_SCHEMA, build_manifest
 from mailroom.orchestrator.plans import build_plan
 from mailroom.orchestrator.settings import RunSettings
@@ -29,6 +30,7 @@ def _manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
         run_dir=tmp_path / "run",
         mailbox_root=tmp_path / "mailboxes",
         workers=1,
+        confinement=ConfinementSettings(mode="external"),
     )
 
 
@@ -55,7 +57,17 @@ def test_launch_declares_the_outbox_durability() -> None:
     assert isinstance(option, click.Option) and isinstance(option.type, click.Choice)
     assert list(option.type.choices) == ["atomic", "durable"]
     assert option.default == "atomic"
-    named = {"plan_file", "profile", "run_dir", "mailbox_root", "actor", "workers", "record"}
+    named = {
+        "plan_file",
+        "profile",
+        "run_dir",
+        "mailbox_root",
+        "actor",
+        "confinement",
+        "actor_paths",
+        "workers",
+        "record",
+    }
     ctx = click.Context(launch)
     options = {
         p.name: p.get_default(ctx)

@@ -14,6 +14,7 @@ import numpy as np
 from mailroom.mailbox.bench import write_response
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import ActionLimits
+from mailroom.orchestrator.confinement import ConfinementRecord
 from mailroom.orchestrator.evidence import STEPS_FILE, EpisodeEvidence
 from mailroom.orchestrator.export import read_steps
 from mailroom.orchestrator.interrupted import counters_from_events
@@ -68,7 +69,15 @@ def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> Non
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
     actor = InlineActor(MailboxTransport(endpoint, evidence))
-    request = EpisodeRequest("a-1", "c", STAND_IN_IDENTITY, 0, 0, CALLS * K)
+    request = EpisodeRequest(
+        "a-1",
+        "c",
+        STAND_IN_IDENTITY,
+        0,
+        0,
+        CALLS * K,
+        ConfinementRecord(mode="none", network="host"),
+    )
     try:
         result = runner.run(request, actor, evidence)
     finally:

@@ -16,6 +16,7 @@ import pytest
 from mailroom.mailbox.messages import Closed, Observation, Response, from_json
 from mailroom.mailbox.parser import decode_document
 from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.confinement import ConfinementRecord
 from mailroom.orchestrator.results import (
     CaseRecord,
     Counters,
@@ -277,6 +278,7 @@ def _result() -> Doc:
         ),
         settings=settings_record(RunSettings(proprio=False), control_cap=1000),
         blinded=True,
+        confinement=ConfinementRecord(mode="sandbox", network="none"),
         started_at="2026-09-07T12:00:00.000Z",
         finished_at="2026-09-07T12:01:00.000Z",
         wall_time_s=60.0,
@@ -293,6 +295,8 @@ RESULT_VALID = [
             "no_errors": _set("errors", []),
             "integer_wall_time": _set("wall_time_s", 60),
             "first_success": _set("counters.first_success_control", 12),
+            "unconfined": _set("confinement", {"mode": "none", "network": "host"}),
+            "external": _set("confinement", {"mode": "external", "network": None}),
         },
     ),
 ]
@@ -315,6 +319,30 @@ RESULT_INVALID = _mutated(
         "missing_attempt": _set("attempt_id", DELETE),
         "usage_cost_zero": _set("usage.cost", 0),
         "first_success_zero": _set("counters.first_success_control", 0),
+        "no_confinement": _set("confinement", DELETE),
+        "null_confinement": _set("confinement", None),
+        "confinement_other": _set("confinement.mode", "jail"),
+        "network_other": _set("confinement.network", "lan"),
+        "confinement_extra": _set("confinement.uid", 7),
+        "as_v1": _set("schema", "mailroom.episode_result/v1"),
+    },
+)
+
+
+def _v1(doc: Doc) -> None:
+    doc["schema"] = "mailroom.episode_result/v1"
+    del doc["confinement"]
+
+
+# Results written before confinement existed: the same model reads them.
+RESULT_V1 = _mutated(RESULT, {"v1": _v1})[0][1]
+RESULT_V1_VALID = [("base", RESULT_V1)]
+RESULT_V1_INVALID = _mutated(
+    RESULT_V1,
+    {
+        "with_confinement": _set("confinement", {"mode": "sandbox", "network": "none"}),
+        "as_v2": _set("schema", "mailroom.episode_result/v2"),
+        "extra_field": _set("seed", 7),
     },
 )
 # Where orchestrator/results.py does not mirror the frozen schema yet (see the reasons).
@@ -332,7 +360,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v1", EpisodeResult),
+    "result": ("mailroom.episode_result/v2", EpisodeResult),
+    "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
 }
 EXAMPLES: list[tuple[str, str, object, bool]] = [
     (kind, name, doc, ok)
@@ -341,6 +370,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("result", RESULT_VALID, RESULT_INVALID),
+        ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
     )
     for examples, ok in ((valid, True), (invalid, False))
     for name, doc in examples
@@ -368,4 +398,4 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v1", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v2", EpisodeResult, doc) == (False, False)

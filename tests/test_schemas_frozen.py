@@ -26,18 +26,33 @@ from referencing.exceptions import Unresolvable
 
 SCHEMAS = REPO / "schemas"
 FROZEN = {
-    "mailroom.observation.v1.json": (
-        "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
-    ),
-    "mailroom.response.v1.json": (
-        "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
-    ),
-    "mailroom.closed.v1.json": "198ddf64e8f35408c0d15dae11aa5fc0c354414dd58bba270f72404278737073",
+    "mailroom.audit.v1.json": ("fe7e119ead05176ecf4894ad41a72ce597811ff6dc6b03e87032d17463ac8bd7"),
+    "mailroom.closed.v1.json": ("198ddf64e8f35408c0d15dae11aa5fc0c354414dd58bba270f72404278737073"),
     "mailroom.episode_result.v1.json": (
         "38ac93dfb765e96e2e1cd0a698ea09003e813c5ecc5ed68ebe75ca09b6f8cb78"
     ),
+    "mailroom.episode_result.v2.json": (
+        "946b50118201bdbd199571088748d9aa693f64c12c982360b0f79bb3d4144832"
+    ),
+    "mailroom.observation.v1.json": (
+        "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
+    ),
+    "mailroom.plan.v1.json": ("66ca6e748091a8771765913e312ddb47e2e12a8372e3fbaecb2735935b4d2d36"),
+    "mailroom.response.v1.json": (
+        "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
+    ),
+    "mailroom.run_manifest.v1.json": (
+        "062083eb955f7a95843943d14ec03b1add98cbbefd51be259e543a8e82412da2"
+    ),
+    "mailroom.run_manifest.v2.json": (
+        "05e33eba9e6024731e17b889d67a29fb7d5068aa9b00b156542803d1c6e78241"
+    ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))
+
+
+def test_every_schema_file_is_pinned() -> None:
+    assert sorted(FROZEN) == ALL, "pin a new schema version here when it freezes"
 
 
 @pytest.mark.parametrize("name", sorted(FROZEN))

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mailroom.orchestrator.confinement import ConfinementSettings
+from mailroom.orchestrator.sandbox import OuterIdentity
+
 # Returns a response document (dict), raw bytes, or None to stay silent.
 Script = Callable[[dict[str, Any]], dict[str, Any] | bytes | None]
 
@@ -57,6 +60,9 @@ class ThreadActor:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def stop_details(self) -> dict[str, object]:
+        return {}
+
     def stop(self) -> int | None:
         self._halt.set()
         self._thread.join(timeout=10)
@@ -85,12 +91,28 @@ class ThreadActor:
             sequence += 1
 
 
-def thread_launcher(script: Script, started: list[ThreadActor]) -> Callable[[Any, str], Any]:
-    """An `ActorLauncher` that starts a ThreadActor on the endpoint and remembers it."""
+class ThreadLauncher:
+    """An `ActorLauncher` that starts a ThreadActor on the endpoint and remembers it.
 
-    def launch(endpoint: Any, instructions: str) -> ThreadActor:
-        actor = ThreadActor(endpoint.root, script).__enter__()
-        started.append(actor)
+    A thread of the test process is not confined: its attempts record `none`.
+    """
+
+    confinement = ConfinementSettings(mode="none")
+
+    def __init__(self, script: Script, started: list[ThreadActor]) -> None:
+        self.script = script
+        self.started = started
+
+    def identity(self) -> OuterIdentity:
+        return OuterIdentity(None, None)
+
+    def start(
+        self, endpoint: Any, instructions: str, identity: OuterIdentity, output_dir: Path | None
+    ) -> ThreadActor:
+        actor = ThreadActor(endpoint.root, self.script).__enter__()
+        self.started.append(actor)
         return actor
 
-    return launch
+
+def thread_launcher(script: Script, started: list[ThreadActor]) -> ThreadLauncher:
+    return ThreadLauncher(script, started)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Test actor that misbehaves in one declared way (argv: ENDPOINT MODE [ARG]).
 
-Modes: crash_before_first, crash_mid, temp_never_renamed, hang_with_child, flood,
-giant_file, sparse_file, symlink_outbox ARG=target, hardlink_obs, chmod_outbox.
+Modes: crash_before_first, crash_mid, report_limits, temp_never_renamed,
+hang_with_child, flood, giant_file, sparse_file, symlink_outbox ARG=target,
+hardlink_obs, chmod_outbox. Standard library only: it runs inside the sandbox.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def main() -> int:
         return 3
     first = wait_for(endpoint, 1)
     assert first is not None
+    if mode == "report_limits":  # the kernel's own view of this process's limits
+        (endpoint / "scratch" / "limits.txt").write_text(Path("/proc/self/limits").read_text())
+        mode = "crash_mid"
     if mode == "crash_mid":
         answer(endpoint, first)
         second = wait_for(endpoint, 2)
