@@ -79,8 +79,10 @@ class ConfinementSettings(BaseModel):
 
     @property
     def actor_environment(self) -> list[str]:
-        """The variable names every spawned actor gets."""
-        return [*BASE_ENVIRONMENT, *self.pass_env]
+        """The variable names every spawned actor gets (bubblewrap adds PWD, the working
+        directory, which is scratch/ like HOME)."""
+        sandbox = ["PWD"] if self.mode == "sandbox" else []
+        return [*BASE_ENVIRONMENT, *sandbox, *self.pass_env]
 
 
 def resolve_confinement(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.orchestrator.sandbox import leftover_processes
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -83,6 +87,29 @@ def module_mailbox_root() -> Iterator[Path]:
     root = new_mailbox_root("mailroom-test-")
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+def actor_started_events(run_dir: Path) -> list[dict[str, Any]]:
+    """Every attempt's `actor_started` record, in attempt order."""
+    found = []
+    for log in sorted(run_dir.glob("episodes/*/events.jsonl")):
+        for line in log.read_text().splitlines():
+            if '"actor_started"' in line:
+                found.append(json.loads(line))
+    return found
+
+
+def sandbox_processes_left(run_dir: Path, timeout_s: float = 10.0) -> list[int]:
+    """Processes still alive of any sandbox user this run started, once they had
+    `timeout_s` to end (an empty list as soon as none is left)."""
+    uids = [e["confinement"]["outer_uid"] for e in actor_started_events(run_dir)]
+    assert uids and all(isinstance(u, int) for u in uids), "no sandboxed actor was started"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [pid for uid in uids for pid in leftover_processes(uid)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
 
 
 def copied_actor(directory: Path, name: str) -> Path:

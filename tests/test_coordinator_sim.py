@@ -6,18 +6,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, launch_command, leaks_under, mailroom_exe
+from conftest import (
+    actor_started_events,
+    copied_actor,
+    launch_command,
+    leaks_under,
+    mailroom_exe,
+    sandbox_processes_left,
+)
 from mailroom.mailbox.schemas import schema_errors
 
 pytestmark = pytest.mark.sim
 
-PROBE = REPO / "tests" / "actors" / "probe_actor.py"
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`python3 probe_actor.py`: the system's Python runs it inside the sandbox."""
+    return f"python3 {copied_actor(tmp_path_factory.mktemp('actors'), 'probe_actor.py')}"
 
 
 def _plan(tmp: Path, *args: str) -> Path:
@@ -35,25 +45,19 @@ def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "\nState:\tZ" in state  # dead, waiting to be reaped
-
-
 @pytest.fixture(scope="module")
-def development_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def development_run(
+    tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path, probe: str
+) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("launch")
     plan = _plan(tmp, "--kind", "development")
-    run_dir, mailbox = tmp / "secret-run-dir", tmp / "mb"
+    run_dir, mailbox = tmp / "secret-run-dir", module_mailbox_root / "mb"
     proc = subprocess.run(
         launch_command(
             plan,
             run_dir,
             mailbox,
-            f"{sys.executable} {PROBE} {{endpoint}}",
+            f"{probe} {{endpoint}}",
             "--workers",
             "2",
             "--max-policy-calls",
@@ -78,11 +82,19 @@ def test_development_plan_completes_with_denominators_that_add_up(
     results = _results(development_run["run_dir"])
     assert len(results) == 5
     for doc in results.values():
-        assert schema_errors("mailroom.episode_result/v1", doc) == []
+        assert schema_errors("mailroom.episode_result/v2", doc) == []
     o = report["overall"]
     assert o["selected"] == 5 == o["completed"] + o["unattempted"]
     assert o["completed"] == o["success"] + o["failure"] + o["errored"]
     assert report["suites"]["libero_10"]["selected"] == 5
+    # Confined by default, and said so.
+    assert (o["not_confined"], report["confinement_modes"]) == (0, {"sandbox": 5})
+    assert all(
+        doc["confinement"] == {"mode": "sandbox", "network": "none"} for doc in results.values()
+    )
+    manifest = json.loads((development_run["run_dir"] / "manifest.json").read_text())
+    assert manifest["confinement"]["mode"] == "sandbox"
+    assert manifest["confinement"]["tool"]["name"] == "bubblewrap"
 
 
 def test_a_killed_actor_errors_its_own_episode_only(development_run: dict[str, Any]) -> None:
@@ -107,13 +119,15 @@ def test_actors_get_a_scrubbed_environment_and_nothing_that_names_the_run(
     assert len(probes) == 5
     for probe in probes:
         endpoint = Path(probe["argv"][1])
-        assert set(probe["env"]) == {"PATH", "LANG", "HOME"}
-        assert probe["env"]["HOME"] == probe["cwd"] == str(endpoint / "scratch")
+        # bubblewrap adds PWD, the working directory: scratch/, as HOME.
+        assert set(probe["env"]) == {"PATH", "LANG", "HOME", "PWD"}
+        assert probe["env"]["HOME"] == probe["env"]["PWD"] == probe["cwd"]
+        assert probe["cwd"] == str(endpoint / "scratch")
         assert str(endpoint) in probe["stdin"]  # the rendered instructions, nothing else
         given = json.dumps(probe)
         for private in (str(run_dir), run_dir.name, "libero", "20260907", "scripted_diagnostic"):
             assert private not in given
-        assert _process_gone(probe["pid"])
+    assert sandbox_processes_left(run_dir) == []
     assert (
         leaks_under(
             development_run["mailbox"],
@@ -131,15 +145,15 @@ def test_actors_get_a_scrubbed_environment_and_nothing_that_names_the_run(
     )
 
 
-def test_sigkill_mid_episode_then_resume(tmp_path: Path) -> None:
+def test_sigkill_mid_episode_then_resume(tmp_path: Path, mailbox_root: Path, probe: str) -> None:
     plan = _plan(tmp_path, "--kind", "task_coverage", "--suite", "libero_10", "--task-ids", "0,1,3")
-    run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
+    run_dir, mailbox = tmp_path / "run", mailbox_root / "mb"
     coordinator = subprocess.Popen(
         launch_command(
             plan,
             run_dir,
             mailbox,
-            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.4",
+            f"{probe} {{endpoint}} --delay 0.4",
             "--workers",
             "1",
             "--max-policy-calls",
@@ -162,11 +176,7 @@ def test_sigkill_mid_episode_then_resume(tmp_path: Path) -> None:
     ).read_bytes()
     os.kill(coordinator.pid, signal.SIGKILL)
     coordinator.wait()
-    probe = json.loads(next(mailbox.glob("*/scratch/probe.json")).read_text())  # any actor
-    time.sleep(1.0)
-    for probe_file in mailbox.glob("*/scratch/probe.json"):
-        assert _process_gone(json.loads(probe_file.read_text())["pid"]), "actor outlived the run"
-    assert probe["pid"] > 0
+    assert sandbox_processes_left(run_dir) == [], "an actor outlived the run"
     assert not (second / "result.json").exists()
 
     resumed = subprocess.run(
@@ -187,7 +197,16 @@ def test_sigkill_mid_episode_then_resume(tmp_path: Path) -> None:
     ]
     interrupted = results["libero_10-t001-i00-o0-s20260907-a1"]
     assert [e["kind"] for e in interrupted["errors"]] == ["interrupted"]
-    assert interrupted["counters"]["policy_calls"] >= 0
+    # The rebuilt counters against what happened, seen in the files themselves: the
+    # observations published to its endpoint, the responses claimed and kept.
+    endpoint = Path(json.loads((second / "endpoint.json").read_text())["endpoint"])
+    published = len(list((endpoint / "outbox").glob("obs-*.json")))
+    claimed = len(list((second / "responses").iterdir()))
+    counters = interrupted["counters"]
+    assert published >= 1 and counters["policy_calls"] == claimed
+    assert claimed in (published - 1, published)
+    assert counters["action_decisions"] == claimed  # the probe only ever acts
+    assert counters["executed_controls"] == 5 * (published - 1)
     assert (
         run_dir / "episodes" / "libero_10-t000-i00-o0-s20260907-a1" / "result.json"
     ).read_bytes() == first_result
@@ -206,14 +225,10 @@ def test_audit_of_the_launched_run_finds_no_leak(development_run: dict[str, Any]
     assert verdict["leaks"] == [] and verdict["clean"] is True
     assert verdict["attempts_scanned"] == 5 and verdict["files_scanned"] > 5 * 4
     assert json.loads((run_dir / "audit.json").read_text()) == verdict
-    started = [
-        json.loads(line)
-        for p in run_dir.glob("episodes/*/events.jsonl")
-        for line in p.read_text().splitlines()
-        if '"actor_started"' in line
-    ]
+    started = actor_started_events(run_dir)
     assert len(started) == 5
     assert all(set(e["env"]) == {"PATH", "LANG", "HOME"} for e in started)
+    assert all(e["confinement"]["mode"] == "sandbox" for e in started)
 
 
 def _children(pid: int) -> list[int]:
@@ -229,15 +244,17 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Path) -> None:
+def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(
+    tmp_path: Path, mailbox_root: Path, probe: str
+) -> None:
     plan = _plan(tmp_path, "--kind", "fast")
-    run_dir, mailbox = tmp_path / "run", tmp_path / "mb"
+    run_dir, mailbox = tmp_path / "run", mailbox_root / "mb"
     coordinator = subprocess.Popen(
         launch_command(
             plan,
             run_dir,
             mailbox,
-            f"{sys.executable} {PROBE} {{endpoint}} --delay 0.3",
+            f"{probe} {{endpoint}} --delay 0.3",
             "--workers",
             "1",
             "--max-policy-calls",
@@ -268,8 +285,7 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Pa
     assert [(e["kind"], e["code"]) for e in lost["errors"]] == [
         ("infrastructure_error", "worker_lost")
     ]
-    probe = json.loads(next(mailbox.glob("*/scratch/probe.json")).read_text())
-    assert _process_gone(probe["pid"])  # the lost worker's actor went with it
+    assert sandbox_processes_left(run_dir) == []  # the lost worker's actor went with it
     resumed = subprocess.run(
         [mailroom_exe(), "resume", str(run_dir), "--json"],
         capture_output=True,
@@ -280,7 +296,9 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(tmp_path: Pa
     assert json.loads(resumed.stdout)["overall"]["unattempted"] == 0
 
 
-def test_a_conflicting_second_launch_is_refused(development_run: dict[str, Any]) -> None:
+def test_a_conflicting_second_launch_is_refused(
+    development_run: dict[str, Any], probe: str
+) -> None:
     run_dir: Path = development_run["run_dir"]
     manifest = (run_dir / "manifest.json").read_bytes()
     plan = run_dir / "plan.json"
@@ -289,7 +307,7 @@ def test_a_conflicting_second_launch_is_refused(development_run: dict[str, Any])
             plan,
             run_dir,
             development_run["mailbox"],
-            f"{sys.executable} {PROBE} {{endpoint}}",
+            f"{probe} {{endpoint}}",
             "--max-policy-calls",
             "9",
         ),

@@ -16,9 +16,11 @@ pytestmark = pytest.mark.sim
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
+def demo_run(
+    tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path
+) -> tuple[dict[str, Any], Path, Path]:
     base = tmp_path_factory.mktemp("demo")
-    run_dir, mailbox_root = base / "private-run-7f3a", base / "mb"
+    run_dir, mailbox_root = base / "private-run-7f3a", module_mailbox_root / "mb"
     proc = subprocess.run(
         [
             mailroom_exe(),
@@ -41,7 +43,7 @@ def test_result_document_validates_and_counts_add_up(
     demo_run: tuple[dict[str, Any], Path, Path],
 ) -> None:
     doc, run_dir, _ = demo_run
-    assert schema_errors("mailroom.episode_result/v1", doc) == []
+    assert schema_errors("mailroom.episode_result/v2", doc) == []
     c = doc["counters"]
     assert c["settling_controls"] == 10
     assert (
@@ -122,3 +124,39 @@ def test_every_camera_video_decodes_to_one_frame_per_executed_control(
         assert probe.fps == 20
     steps = next(run_dir.glob("episodes/*/steps.jsonl")).read_text().splitlines()
     assert len(steps) == doc["counters"]["executed_controls"]
+
+
+def test_the_demo_is_a_confined_run_that_report_and_audit_read(
+    demo_run: tuple[dict[str, Any], Path, Path],
+) -> None:
+    doc, run_dir, _ = demo_run
+    assert doc["confinement"] == {"mode": "sandbox", "network": "none"}
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["schema"] == "mailroom.run_manifest/v2"
+    assert schema_errors("mailroom.run_manifest/v2", manifest) == []
+    assert manifest["confinement"]["mode"] == "sandbox"
+    report = subprocess.run(
+        [mailroom_exe(), "report", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    overall = json.loads(report.stdout)
+    assert overall["confinement_modes"] == {"sandbox": 1}
+    assert overall["overall"]["not_confined"] == 0 and overall["not_confined_attempts"] == []
+    words = subprocess.run(
+        [mailroom_exe(), "report", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert "confinement of the attempts: sandbox 1" in " ".join(words.stderr.split())
+    audit = subprocess.run(
+        [mailroom_exe(), "audit", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 0 and json.loads(audit.stdout)["clean"] is True
+    # The run directory is the orchestrator's alone: owner-only folders and files.
+    for path in [run_dir, *run_dir.rglob("*")]:
+        want = 0o700 if path.is_dir() else 0o600
+        assert path.stat().st_mode & 0o777 == want, path

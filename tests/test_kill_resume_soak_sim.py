@@ -14,19 +14,17 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, launch_command, mailroom_exe
+from conftest import copied_actor, launch_command, mailroom_exe, sandbox_processes_left
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.video import probe_video
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 KILLS = 20
-ACTOR = f"{sys.executable} {REPO / 'tests/actors/probe_actor.py'} {{endpoint}} --delay 0.2"
 
 
 def _survivors(marker: str) -> list[int]:
@@ -51,7 +49,7 @@ def _check_evidence(run_dir: Path, completed: dict[str, str]) -> None:
     for result_file in run_dir.glob("episodes/*/result.json"):
         data = result_file.read_bytes()
         doc = json.loads(data)
-        assert schema_errors("mailroom.episode_result/v1", doc) == []
+        assert schema_errors("mailroom.episode_result/v2", doc) == []
         attempt = result_file.parent.name
         digest = hashlib.sha256(data).hexdigest()
         assert completed.setdefault(attempt, digest) == digest, f"{attempt} changed"
@@ -77,8 +75,11 @@ def _delivered_in_open_attempt(run_dir: Path) -> bool:
     return False
 
 
-def test_twenty_sigkills_then_resume(tmp_path: Path) -> None:
+def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None:
     rng = random.Random(20261129)
+    actor = (
+        f"python3 {copied_actor(tmp_path / 'actors', 'probe_actor.py')} {{endpoint}} --delay 0.2"
+    )
     plan = tmp_path / "plan.json"
     subprocess.run(
         [
@@ -96,12 +97,12 @@ def test_twenty_sigkills_then_resume(tmp_path: Path) -> None:
         check=True,
         capture_output=True,
     )
-    run_dir, mailbox = tmp_path / "soak-run", tmp_path / "soak-mb"
+    run_dir, mailbox = tmp_path / "soak-run", mailbox_root / "soak-mb"
     first = launch_command(
         plan,
         run_dir,
         mailbox,
-        ACTOR,
+        actor,
         "--workers",
         "1",
         "--max-policy-calls",
@@ -131,6 +132,10 @@ def test_twenty_sigkills_then_resume(tmp_path: Path) -> None:
         kills += 1
         time.sleep(0.5)
         assert _survivors(str(mailbox)) == [], "an actor outlived the killed coordinator"
+        if (run_dir / "episodes").is_dir() and any(run_dir.glob("episodes/*/events.jsonl")):
+            started = (run_dir / "episodes").glob("*/events.jsonl")
+            if any(b'"actor_started"' in p.read_bytes() for p in started):
+                assert sandbox_processes_left(run_dir) == [], "a sandbox outlived the kill"
         assert _survivors(str(run_dir)) == [], "a worker outlived the killed coordinator"
         _check_evidence(run_dir, completed)
     final = subprocess.run(again, capture_output=True, text=True, timeout=900)

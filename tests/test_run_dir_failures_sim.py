@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,8 @@ from mailroom.mailbox.schemas import schema_errors
 
 pytestmark = pytest.mark.sim
 
-ACTOR = f"{sys.executable} {REPO / 'AgentPolicies/scripted_diagnostic/actor.py'} {{endpoint}}"
+# The profile's own actor: copied into the sandbox, run by the system's Python.
+ACTOR = f"{{python}} {REPO / 'AgentPolicies/scripted_diagnostic/actor.py'} {{endpoint}}"
 
 
 def _mount(where: Path, size: str) -> None:
@@ -69,15 +69,15 @@ def _launch(plan: Path, run_dir: Path, mailbox: Path) -> subprocess.CompletedPro
 
 def _no_partial_results(run_dir: Path) -> None:
     for result in run_dir.glob("episodes/*/result.json"):
-        assert schema_errors("mailroom.episode_result/v1", json.loads(result.read_text())) == []
+        assert schema_errors("mailroom.episode_result/v2", json.loads(result.read_text())) == []
 
 
 def test_evidence_that_cannot_be_written_ends_episodes_as_typed_errors(
-    small_fs: Path, tmp_path: Path
+    small_fs: Path, tmp_path: Path, mailbox_root: Path
 ) -> None:
     """Room for the results but not for the evidence: each episode errors, typed."""
     run_dir = small_fs / "run"
-    done = _launch(_plan(tmp_path), run_dir, tmp_path / "mb")
+    done = _launch(_plan(tmp_path), run_dir, mailbox_root / "mb")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     _no_partial_results(run_dir)
@@ -91,7 +91,9 @@ def test_evidence_that_cannot_be_written_ends_episodes_as_typed_errors(
         assert "No space left" in doc["errors"][0]["message"]
 
 
-def test_a_run_directory_that_fills_up_is_a_typed_infrastructure_error(tmp_path: Path) -> None:
+def test_a_run_directory_that_fills_up_is_a_typed_infrastructure_error(
+    tmp_path: Path, mailbox_root: Path
+) -> None:
     """No room even for the result document: the launch says so, writes nothing half."""
     where = tmp_path / "fills"
     _mount(where, "8m")
@@ -101,7 +103,7 @@ def test_a_run_directory_that_fills_up_is_a_typed_infrastructure_error(tmp_path:
             launch_command(
                 _plan(tmp_path),
                 run_dir,
-                tmp_path / "mb",
+                mailbox_root / "mb",
                 ACTOR,
                 "--max-policy-calls",
                 "8",
@@ -135,11 +137,13 @@ def test_a_run_directory_that_fills_up_is_a_typed_infrastructure_error(tmp_path:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-def test_a_read_only_run_directory_is_refused_cleanly(small_fs: Path, tmp_path: Path) -> None:
+def test_a_read_only_run_directory_is_refused_cleanly(
+    small_fs: Path, tmp_path: Path, mailbox_root: Path
+) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    done = _launch(_plan(tmp_path), small_fs / "run", tmp_path / "mb")
+    done = _launch(_plan(tmp_path), small_fs / "run", mailbox_root / "mb")
     assert done.returncode == 7, done.stderr[-2000:]
     said = " ".join(done.stderr.split())  # the console wraps long lines
     assert "Read-only file system" in said and "Traceback" not in said
     assert list(small_fs.iterdir()) == []
-    assert not (tmp_path / "mb").exists() or list((tmp_path / "mb").iterdir()) == []
+    assert not (mailbox_root / "mb").exists() or list((mailbox_root / "mb").iterdir()) == []
