@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+from pathlib import Path
 from typing import Any
 
+import click
+import numpy as np
 import pytest
+from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.feedback import MAX_FEEDBACK_ISSUES
-from mailroom.mailbox.messages import Closed, Feedback, Observation, from_json
+from mailroom.mailbox.messages import (
+    ActionSpec,
+    Closed,
+    Feedback,
+    Observation,
+    PublicCounters,
+    from_json,
+)
 from mailroom.mailbox.parser import (
     MAX_DEPTH,
     MAX_NOTE_CHARS,
@@ -19,15 +31,26 @@ from mailroom.mailbox.parser import (
     ProtocolReason,
     parse_response,
 )
+from mailroom.mailbox.publish import publish_all_to_outbox
 from mailroom.mailbox.schemas import load_schema, make_validator, schema_errors
+from mailroom.orchestrator.actor_process import OUTPUT_CAP_BYTES, scrubbed_environment
+from mailroom.orchestrator.cli_launch import launch
+from mailroom.orchestrator.confinement import ConfinementDeclaration, resolve_confinement
+from mailroom.orchestrator.evidence import EpisodeEvidence
 from mailroom.orchestrator.instructions import (
     PLACEHOLDERS,
     render_instructions,
     template_fields,
+    transport_host,
 )
+from mailroom.orchestrator.libero_adapter import Capture
+from mailroom.orchestrator.mailbox_transport import MailboxTransport
 from mailroom.orchestrator.paths import actor_instructions_template
+from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.transport import Delivery
 
 TEMPLATE = actor_instructions_template()
+FLAT = " ".join(TEMPLATE.split())
 
 
 def examples(text: str) -> list[str]:
@@ -150,3 +173,82 @@ def test_the_instructions_name_nothing_of_the_case() -> None:
     text = TEMPLATE.lower()
     for word in ("libero", "suite", "seed", "bddl", "init_state", "robosuite", "task_index"):
         assert word not in text
+
+
+# The facts an actor may rely on, pinned to the code that makes them true.
+
+
+def test_the_stated_default_deadline_is_the_runs_and_the_clis() -> None:
+    [option] = [p for p in launch.params if p.name == "response_timeout"]
+    assert isinstance(option, click.Option)
+    assert option.default == RunSettings().response_timeout_s
+    assert f"By default you have {RunSettings().response_timeout_s:g} seconds" in FLAT
+
+
+def test_the_stated_output_cap_is_the_actor_processs() -> None:
+    assert OUTPUT_CAP_BYTES % (1 << 20) == 0
+    assert f"the first {OUTPUT_CAP_BYTES >> 20} MiB of each" in FLAT
+
+
+def test_the_stated_environment_is_the_actor_processs(tmp_path: Path) -> None:
+    scratch = tmp_path / "endpoint" / "scratch"
+    assert scrubbed_environment(scratch)["HOME"] == str(scratch)
+    assert "Your working directory and HOME are scratch/" in FLAT
+    # Confined unless the run says otherwise; no network unless the profile declares it.
+    default = ConfinementDeclaration()
+    settings = resolve_confinement(requested=None, spawns_actors=True, declaration=default)
+    assert (settings.mode, settings.network) == ("sandbox", "none")
+    assert "no network unless your method's profile declares it" in FLAT
+
+
+def test_the_transport_host_is_a_local_file_mailbox() -> None:
+    assert transport_host().endswith("(local file mailbox)")
+    assert "the mailbox is local files only, with no network protocol" in FLAT
+
+
+def test_an_observation_is_published_after_its_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'Its images are published before it': the transport's order of publication."""
+    published: list[list[str]] = []
+    real = publish_all_to_outbox
+
+    def recording(dirs: Any, items: Any, **kwargs: Any) -> None:
+        published.append([name for name, _ in items])
+        real(dirs, items, **kwargs)
+
+    monkeypatch.setattr("mailroom.orchestrator.mailbox_transport.publish_all_to_outbox", recording)
+    endpoint = create_endpoint(tmp_path / "mailbox")
+    evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
+    transport = MailboxTransport(endpoint, evidence)
+    image = np.zeros((8, 8, 3), dtype=np.uint8)
+    spec = OBSERVATION["action_spec"]
+    try:
+        transport.deliver(
+            Delivery(
+                sequence=1,
+                request_id=secrets.token_hex(16),
+                instruction="an instruction",
+                capture=Capture(
+                    images={"agentview": image, "robot0_eye_in_hand": image},
+                    joint_pos=None,
+                    gripper_qpos=None,
+                ),
+                action_spec=ActionSpec(
+                    layout=spec["layout"],
+                    control_hz=spec["control_hz"],
+                    replan_interval=spec["replan_interval"],
+                    max_chunk=spec["max_chunk"],
+                ),
+                counters=PublicCounters(**OBSERVATION["counters"]),
+                feedback=None,
+            )
+        )
+    finally:
+        transport.close(1)
+        evidence.close()
+    [observation] = published  # one batch, renamed in its order: the document last
+    assert observation[-1] == "obs-1.json"
+    assert set(observation[:-1]) == {"obs-1-agentview.png", "obs-1-robot0_eye_in_hand.png"}
+    assert sorted(p.name for p in endpoint.outbox.glob("obs-1*")) == sorted(observation)
+    assert "Its images are published before it" in FLAT
