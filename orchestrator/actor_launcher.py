@@ -115,6 +115,7 @@ class ProcessLauncher:
             argv,
             endpoint_root=endpoint.root,
             held_dirs={
+                "root": held.root_fd,
                 "outbox": held.outbox_fd,
                 "inbox": held.inbox_fd,
                 "scratch": held.scratch_fd,

@@ -186,9 +186,16 @@ class ActorProcess:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def stop(self, grace_s: float = 2.0) -> int:
+    def stop(self, grace_s: float = 2.0, exit_window_s: float = 1.0) -> int:
         """End the actor's whole process group (for a sandbox: its pid namespace, with
-        every process in it); returns its exit status."""
+        every process in it); returns its exit status.
+
+        An actor that saw `closed.json` first gets `exit_window_s` to exit by itself
+        (and flush its output); bubblewrap does not pass SIGTERM on, so a sandboxed
+        actor still running then is killed outright.
+        """
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=exit_window_s)
         if self._proc.poll() is None:
             self._signal_group(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):

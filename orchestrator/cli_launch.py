@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 import click
-from rich import box
 from mailroom.mailbox.endpoint import new_mailbox_root
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table

@@ -80,6 +80,16 @@ class Report(BaseModel):
     confinement_modes: dict[str, int]
 
 
+def confinement_label(result: EpisodeResult) -> str:
+    """How an attempt was confined, in the report's words (the host network said)."""
+    record = result.confinement
+    if record is None:
+        return "unrecorded"  # a v1 result: its actor was not confined
+    if record.mode == "sandbox" and record.network == "host":
+        return "sandbox (host network)"
+    return record.mode
+
+
 def disclosed_attempts(run: RunDirectory) -> set[str]:
     return {e["attempt_id"] for e in run.events() if e.get("event") == "leak_disclosed"}
 
@@ -113,8 +123,7 @@ def build_report(run_dir: Path) -> Report:
         overall.count(result, blinded)
         suites[case.suite].count(result, blinded)
         if result is not None:
-            mode = "unrecorded" if result.confinement is None else result.confinement.mode
-            modes[mode] += 1
+            modes[confinement_label(result)] += 1
             if not result.confined:
                 not_confined.append(attempt_of[case.case_id])
     overall.finish()

@@ -458,11 +458,13 @@ class Sandbox:
             fd = _data_fd(Path(host).read_bytes())
             cmd.pass_fds.append(fd)
             a += ["--perms", "0555", "--ro-bind-data", str(fd), inside]
-        for name in ("outbox", "inbox", "scratch"):
+        # The endpoint itself read-only (nothing can be made beside its folders), then
+        # outbox/ read-only and inbox/, scratch/ writable over it.
+        for name in ("root", "outbox", "inbox", "scratch"):
             fd = os.dup(held_dirs[name])  # bwrap closes what it is given
             cmd.pass_fds.append(fd)
-            flag = "--ro-bind-fd" if name == "outbox" else "--bind-fd"
-            a += [flag, str(fd), str(endpoint_root / name)]
+            flag = "--bind-fd" if name in ("inbox", "scratch") else "--ro-bind-fd"
+            a += [flag, str(fd), str(endpoint_root if name == "root" else endpoint_root / name)]
         a += ["--remount-ro", "/", "--chdir", str(scratch), "--", *argv]
 
 

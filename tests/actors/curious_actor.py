@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Test actor that looks for what it must never see, then stops (argv: ENDPOINT PORT).
+
+It tries what a curious code agent with a shell would try, records what it found in
+scratch/probes.json, answers its first observation with `stop` and waits for the end.
+Every probe is read-only or undone at once (a write is a uniquely named file, removed
+again; run records are only checked for write access), so running it unconfined harms
+nothing. Standard library only: it runs inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+# Written backwards: the actor's own program text (which its sandbox holds in memory)
+# must not itself contain what it looks for.
+def _rev(text: str) -> str:
+    return text[::-1]
+
+
+MARKERS = tuple(
+    _rev(m).encode()
+    for m in ("orebil", "lddb.", "/sedosipe", "nosj.tsefinam", "nosj.tluser", "rid-nur--")
+)
+BDDL_SUFFIX = _rev("lddb.")
+RECORD_NAMES = {
+    _rev(n) for n in ("nosj.tluser", "nosj.tsefinam", "nosj.tniopdne", "nosj.nalp", "lnosj.stneve")
+}
+PACKAGE_NAMES = {_rev(n) for n in ("orebil", "etiusobor", "ocojum", "moorliam")}
+WANTED: dict[str, Callable[[str], bool]] = {
+    "goal_files": lambda name: name.endswith(BDDL_SUFFIX),
+    "run_records": lambda name: name in RECORD_NAMES,
+    "evaluator_packages": lambda name: name in PACKAGE_NAMES,
+}
+WALK_FIRST = ("/tmp", "/work", "/root", "/home", "/opt", "/srv", "/var", "/usr", "/")
+SKIP = {"/proc", "/sys", "/dev"}
+WALK_BUDGET_S = 20.0
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def _status(pid: str) -> dict[str, str]:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+def identity() -> dict[str, Any]:
+    status = _status("self")
+    try:
+        os.setuid(0)
+        became_root = os.getuid() == 0 and status.get("Uid", "").split()[0] != "0"
+    except OSError:
+        became_root = False
+    return {
+        "uid": os.getuid(),
+        "cap_eff": status.get("CapEff", "").strip(),
+        "no_new_privs": status.get("NoNewPrivs", "").strip(),
+        "became_root": became_root,
+    }
+
+
+def processes() -> list[str]:
+    return [_cmdline(p) for p in sorted(os.listdir("/proc")) if p.isdigit()][:200]
+
+
+def ancestors() -> list[dict[str, Any]]:
+    found = []
+    pid = str(os.getppid())
+    while pid not in ("0", ""):
+        fds = []
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+        found.append({"pid": pid, "cmdline": _cmdline(pid), "open_files": fds})
+        pid = _status(pid).get("PPid", "").strip()
+        if len(found) > 20:
+            break
+    return found
+
+
+def parent_memory() -> dict[str, Any]:
+    """Read the parent's writable memory and look for names of the run or the task."""
+    ppid = os.getppid()
+    seen: set[str] = set()
+    readable = False
+    budget = 64 << 20
+    try:
+        maps = Path(f"/proc/{ppid}/maps").read_text().splitlines()
+        with open(f"/proc/{ppid}/mem", "rb", buffering=0) as mem:
+            for line in maps:
+                span, perms = line.split()[:2]
+                if "r" not in perms or "w" not in perms:
+                    continue
+                start, end = (int(x, 16) for x in span.split("-"))
+                size = min(end - start, budget)
+                if size <= 0:
+                    break
+                try:
+                    mem.seek(start)
+                    chunk = mem.read(size)
+                except OSError:
+                    continue
+                readable = True
+                budget -= len(chunk)
+                seen |= {m.decode() for m in MARKERS if m in chunk}
+    except OSError:
+        pass
+    return {"readable": readable, "markers": sorted(seen)}
+
+
+def files() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {kind: [] for kind in WANTED}
+    visited: set[str] = set()
+    deadline = time.monotonic() + WALK_BUDGET_S
+    for top in WALK_FIRST:
+        for root, dirs, names in os.walk(top):
+            if root in SKIP or root in visited or time.monotonic() > deadline:
+                dirs[:] = []
+                continue
+            visited.add(root)
+            for name in [*names, *dirs]:
+                for kind, wanted in WANTED.items():
+                    if wanted(name) and len(found[kind]) < 5:
+                        found[kind].append(os.path.join(root, name))
+            if all(len(v) >= 5 for v in found.values()):
+                return found
+    return found
+
+
+def _can_create(directory: str) -> bool:
+    probe = os.path.join(directory, f".probe-{secrets.token_hex(4)}")
+    try:
+        with open(probe, "x") as fh:
+            fh.write("x")
+    except OSError:
+        return False
+    os.unlink(probe)
+    return True
+
+
+def writes(endpoint: Path, records: list[str]) -> dict[str, bool]:
+    return {
+        "outbox": _can_create(str(endpoint / "outbox")),
+        "endpoint_root": _can_create(str(endpoint)),
+        "usr": _can_create("/usr"),
+        "etc": _can_create("/etc"),
+        "run_records": any(os.access(r, os.W_OK) for r in records),
+        "inbox": _can_create(str(endpoint / "inbox")),
+        "scratch": _can_create(str(endpoint / "scratch")),
+    }
+
+
+def host_tmp_marker(token: str) -> bool:
+    """A file in /tmp named for this endpoint: the test looks for it on the host."""
+    try:
+        Path(f"/tmp/curious-{token}").write_text("left by an actor")
+    except OSError:
+        return False
+    return True
+
+
+def other_endpoints(endpoint: Path) -> list[str] | str:
+    try:
+        return sorted(n for n in os.listdir(endpoint.parent) if n != endpoint.name)
+    except OSError as exc:
+        return f"refused: {exc.strerror}"
+
+
+def network(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"curious actor\n")
+    except OSError:
+        return False
+    return True
+
+
+def open_fds() -> list[str]:
+    listing = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        out = []
+        for fd in sorted(os.listdir("/proc/self/fd"), key=int):
+            if int(fd) == listing:
+                continue
+            with contextlib.suppress(OSError):
+                out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+        return out
+    finally:
+        os.close(listing)
+
+
+def double_fork(scratch: Path) -> None:
+    """A grandchild in its own session that keeps beating for a minute."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            (scratch / "grandchild.pid").write_text(str(os.getpid()))
+            for _ in range(600):
+                (scratch / "heartbeat").write_text(str(time.time()))
+                time.sleep(0.1)
+        os._exit(0)
+    os.wait()
+
+
+def main() -> int:
+    endpoint, port = Path(sys.argv[1]), int(sys.argv[2])
+    sys.stdin.read()
+    report: dict[str, Any] = {"fds": open_fds()}
+    double_fork(endpoint / "scratch")
+    report["identity"] = identity()
+    report["processes"] = processes()
+    report["ancestors"] = ancestors()
+    report["parent_memory"] = parent_memory()
+    report["files"] = files()
+    report["writes"] = writes(endpoint, report["files"]["run_records"])
+    report["host_tmp_marker"] = host_tmp_marker(endpoint.name)
+    report["other_endpoints"] = other_endpoints(endpoint)
+    report["network"] = network(port)
+    report["home"] = os.path.expanduser("~")
+    final = endpoint / "scratch" / "probes.json"
+    final.with_name(".probes.tmp").write_text(json.dumps(report))
+    os.replace(final.with_name(".probes.tmp"), final)
+    print(f"probes done: {len(report)} kinds", flush=True)  # kept privately as actor output
+    obs = endpoint / "outbox" / "obs-1.json"
+    while not obs.exists():
+        time.sleep(0.02)
+    observation = json.loads(obs.read_text())
+    response = {
+        "schema": "mailroom.response/v1",
+        "request_id": observation["request_id"],
+        "decision": "stop",
+    }
+    target = endpoint / observation["response_file"]
+    target.with_name(".resp.tmp").write_text(json.dumps(response))
+    os.replace(target.with_name(".resp.tmp"), target)
+    while not (endpoint / "outbox" / "closed.json").exists():
+        time.sleep(0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
