@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -163,6 +164,44 @@ def first_observation_latency() -> dict[str, Any]:
         "reused_env_s": round(sorted(starts[1:])[1], 3),
         "each_start_s": [round(x, 3) for x in starts],
         "parse_one_response_ms": cold,
+    }
+
+
+def actor_start(rounds: int, mailbox_root: Path) -> dict[str, Any]:
+    """From starting an actor to its first line of code, in the sandbox and unconfined,
+    alternating round by round: what confinement adds to each episode's start."""
+    from mailroom.mailbox.endpoint import create_endpoint
+
+    from .actor_launcher import process_launcher
+    from .confinement import ConfinementSettings
+
+    command = ["{python}", "-c", "open('started', 'w').close()"]
+    launchers = {
+        mode: process_launcher(
+            command, confinement=ConfinementSettings(mode=mode), mailbox_root=mailbox_root
+        )
+        for mode in ("sandbox", "none")
+    }
+    times: dict[str, list[float]] = {mode: [] for mode in launchers}
+    for _ in range(rounds):
+        for mode, launcher in launchers.items():
+            identity = launcher.identity()
+            endpoint = create_endpoint(mailbox_root, actor_gid=identity.gid)
+            started = time.perf_counter()
+            actor = launcher.start(endpoint, "", identity, None)
+            while not (endpoint.scratch / "started").exists():
+                if not actor.alive() and not (endpoint.scratch / "started").exists():
+                    raise RuntimeError(f"the {mode} actor ended before it started")
+                time.sleep(0.0005)
+            times[mode].append(time.perf_counter() - started)
+            actor.stop(exit_window_s=5.0)
+            endpoint.held.close()
+    median = {mode: statistics.median(values) * 1000 for mode, values in times.items()}
+    return {
+        "rounds": rounds,
+        "sandbox_ms_p50": round(median["sandbox"], 1),
+        "unconfined_ms_p50": round(median["none"], 1),
+        "sandbox_added_ms_p50": round(median["sandbox"] - median["none"], 1),
     }
 
 
@@ -325,6 +364,7 @@ def run_bench(
         tempfile.TemporaryDirectory(prefix="mailroom-bench-mb-", dir=mailbox_base) as mb,
     ):
         work, mailboxes = Path(tmp), Path(mb)
+        os.chmod(mailboxes, 0o711)  # a sandbox's own user must reach its endpoint
         progress("decisions through the real mailbox")
         mailbox = mailbox_decisions(decisions, k, work / "mailbox", mailboxes / "decisions")
         progress("naive loop rendering every control")
@@ -339,6 +379,8 @@ def run_bench(
         )
         progress("first-observation latency")
         first = first_observation_latency()
+        progress("actor start-up, sandboxed and unconfined")
+        starts = actor_start(20, mailboxes / "starts")
         progress("1 worker")
         one = episodes_per_hour(1, episodes, work / "w1", mailboxes / "w1")
         progress("2 workers")
@@ -355,7 +397,13 @@ def run_bench(
         ),
         "workers_2_over_1": _ratio(two["episodes_per_hour"], one["episodes_per_hour"]),
         "peak_rss_mb_per_worker": max(one["peak_rss_mb"], two["peak_rss_mb"]),
+        # Confinement's share of an episode's start, next to the simulator's own start.
+        "sandbox_start_ms_p50": starts["sandbox_ms_p50"],
+        "sandbox_start_over_reused_reset": _ratio(
+            starts["sandbox_ms_p50"] / 1000, first["reused_env_s"]
+        ),
         "details": {
+            "actor_start": starts,
             "k": k,
             "mailbox": mailbox,
             "naive_render_every_control": naive,

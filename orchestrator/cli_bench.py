@@ -106,6 +106,13 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
         f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
         f"reused env {details['first_observation']['reused_env_s']} s"
     )
+    starts = details["actor_start"]
+    console.print(
+        f"actor start to its first line (p50 of {starts['rounds']}): sandboxed "
+        f"{starts['sandbox_ms_p50']} ms, unconfined {starts['unconfined_ms_p50']} ms "
+        f"(the sandbox adds {starts['sandbox_added_ms_p50']} ms); that is "
+        f"{figures['sandbox_start_over_reused_reset']}x the reused simulator's start"
+    )
     inotify = details["detection_inotify"]
     console.print(
         f"inotify: rename -> waiter has the name p50 {inotify['p50_ms']} ms, "

@@ -194,13 +194,18 @@ def _overlaps(path: Path, private: Path) -> bool:
 def refuse_private(path: Path, private: Iterable[Path], what: str) -> None:
     """Raise `SandboxPathError` when `path` is, holds or lies inside a private path, or
     is or holds the evaluator's home."""
-    real = Path(os.path.realpath(path))
     home = Path(os.path.realpath(Path.home()))
-    if home.is_relative_to(real):
-        raise SandboxPathError(
-            f"{what} {path} is or holds the evaluator's home {home}, which an actor must "
-            "never see: name a folder inside it instead"
-        )
+    # The path as named and where it leads: a link into the evaluator is refused too.
+    for real in dict.fromkeys([Path(os.path.abspath(path)), Path(os.path.realpath(path))]):
+        if home.is_relative_to(real):
+            raise SandboxPathError(
+                f"{what} {path} is or holds the evaluator's home {home}, which an actor must "
+                "never see: name a folder inside it instead"
+            )
+        _refuse_overlap(path, real, private, what)
+
+
+def _refuse_overlap(path: Path, real: Path, private: Iterable[Path], what: str) -> None:
     for secret in private:
         if _overlaps(real, secret):
             relation = (
@@ -397,9 +402,9 @@ class Sandbox:
         entries = ETC_ENTRIES + (NETWORK_ETC_ENTRIES if self.settings.network == "host" else ())
         for name in entries:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        # Mask what of the evaluator lies inside a bound system folder.
+        # Mask what of the evaluator lies inside a bound system folder (a declared
+        # read-only path that holds any of it was refused).
         bound = [Path("/usr"), *(Path(f"/etc/{n}") for n in entries)]
-        bound += [Path(p) for p in self.settings.read_only_paths]
         masks: set[Path] = set()
         for secret in self.private:
             if any(secret.is_relative_to(b) for b in bound) and secret.exists():

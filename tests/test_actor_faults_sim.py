@@ -224,7 +224,7 @@ def test_permission_change_of_the_endpoint_is_typed(
 @pytest.mark.parametrize(
     ("mode", "failure"),
     [
-        ("symlink_outbox", "Device or resource busy"),
+        ("symlink_outbox", "Read-only file system"),
         ("hardlink_obs", "Invalid cross-device link"),
         ("chmod_outbox", "Read-only file system"),
     ],

@@ -1,0 +1,58 @@
+"""The report counts how each attempt was confined; runs from before confinement
+existed (v1 manifests and results) still report, their attempts as not confined."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.confinement import confinement_of_run
+from mailroom.orchestrator.export import export_parquet
+from mailroom.orchestrator.manifest import manifest_errors
+from mailroom.orchestrator.reporter import build_report
+from mailroom.orchestrator.results import EpisodeResult
+from mailroom.orchestrator.run_directory import RunDirectory, read_result
+from test_export import make_run, write_result
+
+
+def _as_v1(path: Path) -> None:
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v1"
+    del document["confinement"]
+    assert schema_errors("mailroom.episode_result/v1", document) == []
+    path.write_text(json.dumps(document))
+
+
+def test_a_v1_result_reports_as_not_confined_beside_a_v2_one(tmp_path: Path) -> None:
+    run, cases = make_run(tmp_path, proprio=False)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
+    _as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    old = read_result(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    assert isinstance(old, EpisodeResult) and old.confinement is None and not old.confined
+    report = build_report(run.root)
+    assert report.corrupt_results == []
+    assert report.confinement_modes == {"external": 1, "unrecorded": 1}
+    assert report.overall.not_confined == 2  # neither was confined by the sandbox
+    assert report.not_confined_attempts == sorted(c.attempt_id(1) for c in cases[:2])
+    assert report.overall.completed == 2
+
+
+def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(
+    tmp_path: Path,
+) -> None:
+    run, cases = make_run(tmp_path, proprio=False)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    manifest = run.read_manifest()
+    del manifest["confinement"]
+    manifest["schema"] = "mailroom.run_manifest/v1"
+    manifest["transport"]["actor"] = "spawned"
+    assert schema_errors("mailroom.run_manifest/v1", manifest) == []
+    assert manifest_errors(manifest) == []
+    run.manifest_path.write_text(json.dumps(manifest))
+    # Before v2 a spawned actor ran as the evaluator's own user: `none`.
+    assert confinement_of_run(RunDirectory(run.root).read_manifest()).mode == "none"
+    assert build_report(run.root).overall.success == 1
+    summary = export_parquet(run.root)
+    assert summary.episodes >= 1
