@@ -185,6 +185,16 @@ def test_scratch_quota_ends_the_episode_before_the_disk_fills(
     assert result.counters.executed_controls == 0
 
 
+def test_the_scratch_file_count_quota_ends_a_flood(
+    adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
+) -> None:
+    limits = ActorLimits(scratch_quota_files=500)  # the flood makes 6,000 entries
+    result, _ = _run(adapter, tmp_path, mb, fault_actor, "flood", limits=limits)
+    assert _error(result) == ("policy_error", "scratch_quota_exceeded")
+    assert "the profile allows 500 entries" in result.errors[0].message
+    assert result.counters.action_decisions <= 1
+
+
 # Tampering with the endpoint: an unconfined (or external) actor can try it, and the
 # orchestrator's own defences type it; inside the sandbox the same moves fail at once
 # (the folders are mount points, outbox/ is read-only, links cannot cross mounts).

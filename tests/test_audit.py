@@ -680,7 +680,9 @@ def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None
         AuditVerdict.model_validate(long_excerpt)
 
 
-def test_a_few_thousand_files_are_audited_in_seconds(fast: RunBuilder) -> None:
+def test_a_few_thousand_files_are_all_audited(fast: RunBuilder) -> None:
+    """Every one of 3,010 files is read: a leak in the last one written is found. (The
+    scan's speed is a figure of `bench/audit_scan.py`, never a timed assertion.)"""
     built = fast.attempt(fast.cases[0])
     document = built.observation(1)
     for sequence in range(3, 1003):
@@ -690,8 +692,9 @@ def test_a_few_thousand_files_are_audited_in_seconds(fast: RunBuilder) -> None:
         )
         for camera in CAMERAS:
             publish_bytes(built.endpoint.image_file(sequence, camera), FRAME, durable=False)
-    started = time.monotonic()
     verdict = scan_run(fast.run_dir)
-    elapsed = time.monotonic() - started
     assert verdict.clean and verdict.files_scanned == 3010
-    assert elapsed < 10.0, f"{elapsed:.2f} s for {verdict.files_scanned} files"
+    last = {**document, "sequence": 1002, "instruction": f"{fast.cases[0].suite} task"}
+    publish_bytes(built.endpoint.observation_file(1002), canonical_json(last), durable=False)
+    found = scan_run(fast.run_dir)
+    assert {leak.where for leak in found.leaks} == {"outbox/obs-1002.json"}

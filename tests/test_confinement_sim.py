@@ -347,3 +347,34 @@ def test_a_shell_and_a_node_actor_work_inside_the_sandbox(
     assert result["termination"] == "actor_stop" and result["confinement"]["mode"] == "sandbox"
     stdout = next(run_dir.glob("episodes/*/actor-stdout.log")).read_text()
     assert stdout.splitlines() == ["answered 1", "answered 2", "answered 3"]
+
+
+def test_the_audit_finds_a_case_name_the_coordinator_put_in_a_real_actors_argv(
+    work: Path, mailbox_root: Path
+) -> None:
+    """A structured argv recorded by a real launch, not a hand-built event."""
+    run_dir = work / "private-argv"
+    done = subprocess.run(
+        launch_command(
+            work / "plan.json",
+            run_dir,
+            mailbox_root / "mb",
+            f"sh {work / 'actors' / 'shell_actor.sh'} {{endpoint}} libero_10-hint",
+            "--json",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [started] = actor_started_events(run_dir)
+    assert started["argv"][-1] == "libero_10-hint"
+    audit = subprocess.run(
+        [mailroom_exe(), "audit", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 6
+    leaks = json.loads(audit.stdout)["leaks"]
+    assert {leak["where"] for leak in leaks} == {"argv"}

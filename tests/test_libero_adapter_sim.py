@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
+from mailroom.orchestrator.cases import Case
+from mailroom.orchestrator.episode import run_blinded_episode
+from mailroom.orchestrator.export import read_steps
 from mailroom.orchestrator.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.libero_adapter import (
     CAMERAS,
@@ -24,6 +28,8 @@ from mailroom.orchestrator.libero_adapter import (
     TaskIdentity,
     resolve_task,
 )
+from mailroom.orchestrator.settings import RunSettings
+from thread_actor import ThreadActor, act, thread_launcher
 
 pytestmark = pytest.mark.sim
 
@@ -136,6 +142,7 @@ def test_another_seed_on_the_reused_scene_matches_a_fresh_plain_loop(
 ) -> None:
     """The seed places fixtures after the scene is compiled: the same compiled scene
     and render context serve every seed, and the placement still comes through."""
+    adapter_run(adapter, identity, init_state=0)  # the scene is compiled, whatever ran first
     compilations, contexts = adapter.scene_compilations, adapter.render_contexts_reused
     captures = adapter_run(adapter, identity, init_state=1, seed=OTHER_SEED)
     assert adapter.scene_compilations == compilations
@@ -195,3 +202,38 @@ def test_pro_instruction_is_the_envs_own_not_the_base_tasks(suite: str) -> None:
             env.close()
     assert identity.benchmark == "libero_pro"
     assert identity.instruction != bench.get_task(0).language
+
+
+def test_proprio_reaches_the_actor_and_the_step_rows_through_the_real_runner(
+    adapter: LiberoAdapter, identity: TaskIdentity, tmp_path: Path
+) -> None:
+    """With the proprioception track on, each observation carries 7 arm and 2 gripper
+    encoders, each step row their values after its control, and the export reads them."""
+    settings = RunSettings(max_policy_calls=3, replan_interval=K, proprio=True)
+    adapter.set_control_cap(settings.control_cap(220))
+    actors: list[ThreadActor] = []
+    case = Case(suite=SUITE, task_index=TASK, init_state_index=0, seed=SEED)
+    result = run_blinded_episode(
+        case,
+        attempt=1,
+        settings=settings,
+        adapter=adapter,
+        run_dir=tmp_path / "run",
+        mailbox_root=tmp_path / "mb",
+        launch_actor=thread_launcher(lambda o: act(o, ACTIONS[:K]), actors),
+        record="minimal",
+    )
+    assert result.settings.proprio and result.counters.executed_controls == 3 * K
+    observations = actors[0].observations
+    assert len(observations) == 3
+    for observation in observations:
+        proprio = observation["proprio"]
+        assert len(proprio["joint_pos"]) == 7 and len(proprio["gripper_qpos"]) == 2
+    steps = tmp_path / "run" / "episodes" / result.attempt_id / "steps.jsonl"
+    rows = read_steps(steps, proprio=True)
+    assert rows.state is not None and rows.state.shape == (3 * K, 9)
+    # The observation after chunk n shows the encoders after that chunk's last control.
+    for n, observation in enumerate(observations[1:], start=1):
+        delivered = [*observation["proprio"]["joint_pos"], *observation["proprio"]["gripper_qpos"]]
+        assert np.allclose(rows.state[n * K - 1], delivered, atol=1e-6)
+    assert not np.allclose(rows.state[0], rows.state[-1])  # the arm moved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import subprocess
@@ -133,8 +134,10 @@ def test_a_symlinked_endpoint_root_is_never_held(tmp_path: Path) -> None:
     created = create_endpoint(tmp_path / "mb")
     link = tmp_path / "mb" / "link"
     os.symlink(created.root, link)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as refused:
         open_endpoint(link)
+    # O_DIRECTORY | O_NOFOLLOW: the link itself is refused, never followed.
+    assert refused.value.errno in (errno.ENOTDIR, errno.ELOOP)
 
 
 def test_a_chmod_of_the_actors_scratch_is_not_tampering(tmp_path: Path) -> None:

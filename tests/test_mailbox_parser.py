@@ -215,10 +215,18 @@ def test_the_frozen_schema_agrees_with_the_hand_checks(name: str) -> None:
     """
     data = _bytes_of(name)
     value = decode_document(data)
-    if not isinstance(value, dict):
-        return
     outcome = parse_response(data, expected_request_id=REQUEST_ID, limits=LIMITS)
+    if isinstance(value, Invalid):
+        # Bytes that never decode (empty, too large, a BOM, not UTF-8, too deep, a
+        # duplicate key, NaN...): no schema can judge them; the parser's verdict is the
+        # decoding verdict itself, and nothing is accepted.
+        assert verdict(outcome) == ("invalid", tuple(i.code for i in value.issues)), name
+        return
     schema_ok = schema_errors("mailroom.response/v1", value) == []
+    if not isinstance(value, dict):
+        # A top-level array, null, number or string: the schema judges it too.
+        assert not schema_ok and verdict(outcome) == ("invalid", ("not_an_object",)), name
+        return
     if verdict(outcome) == ("invalid", ("chunk_too_long",)):
         actions = value["actions"]
         assert isinstance(actions, list) and schema_ok == (len(actions) <= 64), name

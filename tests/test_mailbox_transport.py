@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 import stat
 import subprocess
@@ -263,11 +264,43 @@ def test_the_declared_outbox_durability_reaches_every_publication(
     assert json.loads((endpoint.outbox / "closed.json").read_text())["last_sequence"] == 1
 
 
-def test_the_outbox_is_atomic_unless_the_run_declares_it_durable() -> None:
+@pytest.mark.parametrize("durability", ["atomic", "durable"])
+def test_the_outbox_is_synced_only_when_the_run_declares_it_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: OutboxDurability
+) -> None:
+    """What each setting does to the outbox: `durable` fsyncs every published file and
+    the folder; the default, `atomic`, fsyncs nothing there (a rename only)."""
     assert RunSettings().outbox_durability == "atomic"
-    assert RunSettings(outbox_durability="durable").outbox_durability == "durable"
     with pytest.raises(ValueError):
         RunSettings.model_validate({"outbox_durability": "fsync"})
+    endpoint = create_endpoint(tmp_path / "mb")
+    evidence = EpisodeEvidence(tmp_path / "run" / "episodes" / "a-1")
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    transport = MailboxTransport(endpoint, evidence, outbox_durability=durability)
+    try:
+        transport.deliver(_delivery(1))
+    finally:
+        monkeypatch.setattr(os, "fsync", real_fsync)
+        transport.close(1)
+        evidence.close()
+    outbox = str(endpoint.outbox)
+    in_outbox = [p for p in synced if p == outbox or p.startswith(outbox + "/")]
+    if durability == "atomic":
+        assert in_outbox == []
+        return
+    assert outbox in in_outbox  # the folder, once the files are renamed
+    staged = [re.fullmatch(r"\.(.+)\.[0-9a-f]{12}\.tmp", Path(p).name) for p in in_outbox]
+    assert {m.group(1) for m in staged if m} == {
+        "obs-1.json",
+        *(f"obs-1-{camera}.png" for camera in CAPTURE.images),
+    }
 
 
 def test_the_decision_cycle_ends_when_the_observation_is_published(

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.cases import Case
+from mailroom.orchestrator.catalog import reference_horizon
 from mailroom.orchestrator.episode import run_blinded_episode, run_in_process_episode
+from mailroom.orchestrator.interrupted import counters_from_events
 from mailroom.orchestrator.libero_adapter import ControlOutcome, LiberoAdapter
 from mailroom.orchestrator.png import decode_png
 from mailroom.orchestrator.policy_transport import PolicyObservation
@@ -50,7 +52,7 @@ def _run(
     settings: RunSettings,
     case: Case = CASE,
 ) -> tuple[EpisodeResult, ThreadActor, Path]:
-    adapter.set_control_cap(settings.control_cap(520 if case.suite == "libero_10" else 300))
+    adapter.set_control_cap(settings.control_cap(reference_horizon(case.suite).controls))
     actors: list[ThreadActor] = []
     run_dir = tmp_path / "run"
     result = run_blinded_episode(
@@ -65,7 +67,55 @@ def _run(
     assert schema_errors("mailroom.episode_result/v2", result.document()) == []
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
-    return result, actors[0], run_dir / "episodes" / result.attempt_id
+    episode_dir = run_dir / "episodes" / result.attempt_id
+    check_records(result, episode_dir)
+    return result, actors[0], episode_dir
+
+
+def check_records(result: EpisodeResult, episode_dir: Path) -> None:
+    """On the real runner: the counters rebuilt from the event log (as for an interrupted
+    attempt) equal the result's, and the step rows are the executed prefixes in order."""
+    events = _events(episode_dir)
+    rebuilt = counters_from_events(events)
+    per_episode = {"first_success_control", "first_success_policy_call"}
+    assert rebuilt.model_dump(exclude=per_episode) == result.counters.model_dump(
+        exclude=per_episode
+    )
+    steps = [json.loads(line) for line in (episode_dir / "steps.jsonl").read_text().splitlines()]
+    executed = [
+        (e["sequence"], action)
+        for e in events
+        if e["event"] == "actions_executed"
+        for action in e["executed_prefix"]
+    ]
+    assert len(steps) == result.counters.executed_controls == len(executed)
+    assert [row["frame_index"] for row in steps] == list(range(len(steps)))
+    assert [row["action"] for row in steps] == [action for _, action in executed]
+    claimed = [e for e in events if e["event"] == "response_claimed"]
+    calls = [row["policy_call"] for row in steps]
+    assert calls == sorted(calls) and set(calls) <= set(range(1, len(claimed) + 1))
+    success = [row["frame_index"] + 1 for row in steps if row["native_success"]]
+    assert success == (
+        []
+        if result.counters.first_success_control is None
+        else [result.counters.first_success_control]
+    )
+    # What the actor was shown is what the run keeps: the private copies are the outbox
+    # bytes, and every observation, a feedback redelivery included, has a fresh id.
+    endpoint = Path(json.loads((episode_dir / "endpoint.json").read_text())["endpoint"])
+    published = sorted(p.name for p in (endpoint / "outbox").glob("obs-*"))
+    kept = sorted(p.name for p in (episode_dir / "observations").iterdir())
+    assert published == kept and published
+    for name in published:
+        assert (endpoint / "outbox" / name).read_bytes() == (
+            episode_dir / "observations" / name
+        ).read_bytes()
+    ids = [
+        json.loads((endpoint / "outbox" / name).read_text())["request_id"]
+        for name in published
+        if name.endswith(".json")
+    ]
+    assert len(ids) == len(set(ids)) >= result.counters.policy_calls  # each call answered one
 
 
 def _events(episode_dir: Path) -> list[dict[str, Any]]:
@@ -160,6 +210,30 @@ def test_decision_budget_truncates_at_the_policy_call_cap(
     assert result.termination is None and result.outcome == "failure"
     assert result.settings.control_cap == 15
     assert len(actor.observations) == 3  # no observation is published past the budget
+    # In decisions mode the budgets are public: D and the control cap D x K.
+    assert actor.observations[0]["counters"]["max_policy_calls"] == 3
+    assert actor.observations[0]["counters"]["max_controls"] == 15
+
+
+def test_horizon_budget_truncates_at_the_reference_horizon_and_keeps_it_private(
+    adapter: LiberoAdapter,
+    tmp_path: Path,
+) -> None:
+    """`horizon` mode: the control cap is the suite's reference horizon, which the actor
+    is never shown (it would name the suite); no policy-call cap."""
+    settings = _settings(
+        budget_mode="horizon", max_policy_calls=None, replan_interval=64, response_timeout_s=60
+    )
+    horizon = reference_horizon(STOVE.suite).controls
+    result, actor, _ = _run(adapter, tmp_path, lambda o: act(o, [STILL] * 64), settings, STOVE)
+    c = result.counters
+    assert result.truncated and result.truncation == "control_cap"
+    assert result.outcome == "failure" and result.termination is None
+    assert c.executed_controls == horizon == result.settings.control_cap
+    assert c.policy_calls == -(-horizon // 64)  # the last chunk cut at the cap
+    for observation in actor.observations:
+        assert observation["counters"]["max_controls"] is None
+        assert observation["counters"]["max_policy_calls"] is None
 
 
 def test_silent_actor_times_out_and_nothing_runs_after_its_last_decision(

@@ -1,0 +1,98 @@
+"""A run's state between launches, on real run directories (no simulator): `status`,
+a corrupt latest result, and a run that is in use."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import mailroom_exe
+from mailroom.orchestrator.coordinator import schedule
+from test_export import make_run, write_result
+
+
+def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> None:
+    run, cases = make_run(tmp_path, proprio=False)
+    assert len(cases) == 2
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    done = subprocess.run(
+        [mailroom_exe(), "status", str(run.root), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 4  # incomplete
+    assert json.loads(done.stdout) == {
+        "selected": 2,
+        "completed": 1,
+        "in_progress_or_interrupted": 0,
+        "corrupt": 0,
+        "unattempted": 1,
+    }
+    # An attempt begun but without a result, and one whose result is corrupt.
+    started = run.episode_dir(cases[1].attempt_id(1))
+    started.mkdir(parents=True)
+    (started / "events.jsonl").write_text('{"t": 0, "event": "observation_published"}\n')
+    state = json.loads(
+        subprocess.run(
+            [mailroom_exe(), "status", str(run.root), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    assert (state["completed"], state["in_progress_or_interrupted"]) == (1, 1)
+    (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
+    state = json.loads(
+        subprocess.run(
+            [mailroom_exe(), "status", str(run.root), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    assert (state["corrupt"], state["unattempted"]) == (1, 0)
+    everything = subprocess.run(
+        [mailroom_exe(), "status", str(tmp_path / "nothing-here")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert everything.returncode == 2
+
+
+def test_a_corrupt_latest_result_is_marked_interrupted_never_re_run(tmp_path: Path) -> None:
+    run, cases = make_run(tmp_path, proprio=False)
+    write_result(run, cases[0], 1, outcome="failure", executed=5, proprio=False)
+    corrupt = run.episode_dir(cases[0].attempt_id(1)) / "result.json"
+    corrupt.write_bytes(corrupt.read_bytes()[:80])  # cut mid-document
+    plan = schedule(cases, run)
+    assert [r.attempt_id for r in plan.interrupted] == [cases[0].attempt_id(1)]
+    assert [(w.case.case_id, w.attempt) for w in plan.work] == [(cases[1].case_id, 1)]
+    # Only an explicit --rerun-errored makes a new, recorded attempt of it.
+    again = schedule(cases, run, rerun_errored=True)
+    assert (cases[0].case_id, 2) in [(w.case.case_id, w.attempt) for w in again.work]
+
+
+def test_a_launch_or_resume_on_a_run_in_use_is_refused_with_exit_5(tmp_path: Path) -> None:
+    run, _ = make_run(tmp_path, proprio=False)
+    manifest = run.manifest_path.read_bytes()
+    fd = os.open(run.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another launch holds it
+        for command in (
+            [mailroom_exe(), "resume", str(run.root)],
+            [
+                *(mailroom_exe(), "launch", str(run.plan_path), "--profile"),
+                *("scripted_diagnostic", "--run-dir", str(run.root)),
+            ],
+        ):
+            refused = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            assert refused.returncode == 5, refused.stderr[-2000:]
+            assert "in use by another launch" in " ".join(refused.stderr.split())
+    finally:
+        os.close(fd)
+    assert run.manifest_path.read_bytes() == manifest  # nothing was written
