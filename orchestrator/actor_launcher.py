@@ -17,6 +17,7 @@ from .sandbox import (
     ActorProgram,
     OuterIdentity,
     Sandbox,
+    SandboxCommand,
     evaluator_paths,
     inside_python,
     prepare_program,
@@ -93,35 +94,32 @@ class ProcessLauncher:
         output_dir: Path | None,
     ) -> ActorProcess:
         passed = passed_environment(self.settings.pass_env, os.environ)
+        root = str(endpoint.root)
+        command: SandboxCommand | None = None
+        confinement: dict[str, object] = {"mode": "none"}
         if self.sandbox is None:
-            argv = render_command(
-                self.program.argv, endpoint=str(endpoint.root), python=sys.executable
-            )
-            return ActorProcess(
+            argv = render_command(self.program.argv, endpoint=root, python=sys.executable)
+        else:
+            argv = render_command(self.program.argv, endpoint=root, python=inside_python())
+            held = endpoint.held
+            command = self.sandbox.command(
+                self.program,
                 argv,
-                instructions=instructions,
-                workdir=endpoint.scratch,
-                limits=self.limits,
-                output_dir=output_dir,
-                passed_env=passed,
-                confinement={"mode": "none"},
+                endpoint_root=endpoint.root,
+                held_dirs={
+                    "root": held.root_fd,
+                    "outbox": held.outbox_fd,
+                    "inbox": held.inbox_fd,
+                    "scratch": held.scratch_fd,
+                },
+                scratch=endpoint.scratch,
             )
-        argv = render_command(
-            self.program.argv, endpoint=str(endpoint.root), python=inside_python()
-        )
-        held = endpoint.held
-        command = self.sandbox.command(
-            self.program,
-            argv,
-            endpoint_root=endpoint.root,
-            held_dirs={
-                "root": held.root_fd,
-                "outbox": held.outbox_fd,
-                "inbox": held.inbox_fd,
-                "scratch": held.scratch_fd,
-            },
-            scratch=endpoint.scratch,
-        )
+            confinement = {
+                "mode": "sandbox",
+                "tool": self.sandbox.tool.document(),
+                "network": self.settings.network,
+                "outer_uid": identity.uid,
+            }
         return ActorProcess(
             argv,
             instructions=instructions,
@@ -130,13 +128,8 @@ class ProcessLauncher:
             output_dir=output_dir,
             passed_env=passed,
             sandbox=command,
-            identity=identity,
-            confinement={
-                "mode": "sandbox",
-                "tool": self.sandbox.tool.document(),
-                "network": self.settings.network,
-                "outer_uid": identity.uid,
-            },
+            identity=identity if command is not None else None,
+            confinement=confinement,
         )
 
 

@@ -26,7 +26,8 @@ from mailroom.orchestrator.episode import run_blinded_episode
 from mailroom.orchestrator.libero_adapter import LiberoAdapter
 from mailroom.orchestrator.results import EpisodeResult
 from mailroom.orchestrator.sandbox import leftover_processes
-from mailroom.orchestrator.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.video import probe_video
 
 pytestmark = pytest.mark.sim
 
@@ -73,6 +74,8 @@ def _run(
     *extra: str,
     limits: ActorLimits | None = None,
     confinement: ConfinementMode = "sandbox",
+    settings: RunSettings = SETTINGS,
+    record: RecordMode = "minimal",
 ) -> tuple[EpisodeResult, Path]:
     launcher = process_launcher(
         ["{python}", actor, "{endpoint}", mode, *extra],
@@ -84,12 +87,12 @@ def _run(
     result = run_blinded_episode(
         CASE,
         attempt=1,
-        settings=SETTINGS,
+        settings=settings,
         adapter=adapter,
         run_dir=tmp_path / "run",
         mailbox_root=mb,
         launch_actor=launcher,
-        record="minimal",
+        record=record,
         limits=limits,
     )
     assert schema_errors("mailroom.episode_result/v2", result.document()) == []
@@ -106,11 +109,14 @@ def _run(
         assert stopped["leftover_processes"] == 0
         assert leftover_processes(uid) == []
     else:
-        time.sleep(0.2)
         for pid_file in ("actor.pid", "child.pid"):
             path = endpoint / "scratch" / pid_file
             if path.exists():
-                assert _gone(int(path.read_text())), f"{pid_file} outlived its episode"
+                pid = int(path.read_text())
+                deadline = time.monotonic() + 10
+                while not _gone(pid) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert _gone(pid), f"{pid_file} outlived its episode"
     return result, endpoint
 
 
@@ -133,9 +139,15 @@ def test_actor_crashing_before_its_first_response(
 def test_actor_crashing_mid_run_keeps_what_ran(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
-    result, _ = _run(adapter, tmp_path, mb, fault_actor, "crash_mid")
+    result, _ = _run(adapter, tmp_path, mb, fault_actor, "crash_mid", record="full")
     assert _error(result) == ("policy_error", "actor_exited")
     assert (result.counters.policy_calls, result.counters.executed_controls) == (2, 10)
+    # An errored result's evidence adds up too: a step row and a video frame per control.
+    attempt = tmp_path / "run" / "episodes" / result.attempt_id
+    assert len((attempt / "steps.jsonl").read_text().splitlines()) == 10
+    videos = sorted((attempt / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == ["agentview.mp4", "robot0_eye_in_hand.mp4"]
+    assert all(probe_video(v).frames == 10 for v in videos)
 
 
 def test_temp_file_never_renamed_is_never_read(
@@ -161,7 +173,9 @@ def test_hanging_actor_and_its_children_are_ended(
 def test_flooded_inbox_and_scratch_do_not_confuse_the_loop(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
-    result, endpoint = _run(adapter, tmp_path, mb, fault_actor, "flood")
+    # The deadline is not what this tests: a generous one, whatever the machine's load.
+    generous = SETTINGS.model_copy(update={"response_timeout_s": 120.0})
+    result, endpoint = _run(adapter, tmp_path, mb, fault_actor, "flood", settings=generous)
     assert result.outcome == "failure" and result.termination == "actor_stop"
     assert (result.counters.action_decisions, result.counters.stop_responses) == (1, 1)
     assert len(list((endpoint / "inbox").iterdir())) == 3000  # junk left, never claimed

@@ -493,6 +493,15 @@ def test_argv_and_environment_are_searched(fast: RunBuilder) -> None:
     )
     assert kinds_at(scan_run(fast.run_dir), "argv") == {"run_id"}
     assert kinds_at(scan_run(fast.run_dir), "env") == set()
+    # A structured environment is searched value by value.
+    built.replace_events(
+        {
+            "event": "actor_started",
+            "argv": ["actor"],
+            "env": {"PATH": "/usr/bin", "HOME": str(built.endpoint.scratch), "HINT": "libero_10"},
+        }
+    )
+    assert {"suite", "benchmark"} <= kinds_at(scan_run(fast.run_dir), "env")
     # A repr that cannot be parsed is searched whole.
     built.replace_events({"event": "actor_started", "detail": "Actor(libero_10, argv=?)"})
     assert {"suite", "benchmark"} <= kinds_at(scan_run(fast.run_dir), "argv")

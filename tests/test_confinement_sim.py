@@ -89,6 +89,18 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base
 
 
+def _launched(
+    work: Path, run_dir: Path, mailbox: Path, actor: str, *options: str, profile: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`mailroom launch` of the one-case plan; it must succeed."""
+    command = launch_command(work / "plan.json", run_dir, mailbox, actor, *options)
+    if profile:
+        command[command.index("scripted_diagnostic")] = profile
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def _launch(
     work: Path, mailbox_root: Path, label: str, actor: str, *options: str
 ) -> dict[str, Any]:
@@ -98,14 +110,7 @@ def _launch(
     decoy = mailbox / "f00dfeedf00dfeedf00dfeedf00dfeed" / "scratch"
     decoy.mkdir(parents=True)
     (decoy / "secret.txt").write_text("another actor's notes")
-    command = launch_command(work / "plan.json", run_dir, mailbox, actor, *options)
-    done = subprocess.run(
-        [*command, "--max-policy-calls", "4", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _launched(work, run_dir, mailbox, actor, *options, "--max-policy-calls", "4")
     [endpoint] = [p for p in mailbox.iterdir() if not p.name.startswith("f00d")]
     return {
         "run_dir": run_dir,
@@ -293,17 +298,9 @@ def test_a_profile_that_declares_the_host_network_reaches_it_and_says_so(
 ) -> None:
     actor = f"python3 {work / 'actors' / 'curious_actor.py'} {{endpoint}} {listener.port}"
     before = listener.reached
-    command = launch_command(
-        work / "plan.json", work / "private-networked", mailbox_root / "mb", actor
+    done = _launched(
+        work, work / "private-networked", mailbox_root / "mb", actor, profile="networked_code_agent"
     )
-    command[command.index("scripted_diagnostic")] = "networked_code_agent"
-    done = subprocess.run(
-        [*command, "--max-policy-calls", "4", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
     assert listener.reached > before
     report = json.loads(done.stdout)
     assert report["confinement_modes"] == {"sandbox (host network)": 1}
@@ -328,19 +325,8 @@ def test_a_shell_and_a_node_actor_work_inside_the_sandbox(
     if shutil.which(interpreter, path="/usr/bin:/bin") is None:
         pytest.skip(f"{interpreter} is not installed under /usr on this machine")
     run_dir = work / f"private-{interpreter}"
-    done = subprocess.run(
-        launch_command(
-            work / "plan.json",
-            run_dir,
-            mailbox_root / "mb",
-            f"{interpreter} {work / 'actors' / script} {{endpoint}}",
-            "--json",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    actor = f"{interpreter} {work / 'actors' / script} {{endpoint}}"
+    _launched(work, run_dir, mailbox_root / "mb", actor)
     result = json.loads(next(run_dir.glob("episodes/*/result.json")).read_text())
     c = result["counters"]
     assert (c["action_decisions"], c["stop_responses"], c["rejected_responses"]) == (2, 1, 0)
@@ -354,19 +340,8 @@ def test_the_audit_finds_a_case_name_the_coordinator_put_in_a_real_actors_argv(
 ) -> None:
     """A structured argv recorded by a real launch, not a hand-built event."""
     run_dir = work / "private-argv"
-    done = subprocess.run(
-        launch_command(
-            work / "plan.json",
-            run_dir,
-            mailbox_root / "mb",
-            f"sh {work / 'actors' / 'shell_actor.sh'} {{endpoint}} libero_10-hint",
-            "--json",
-        ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    actor = f"sh {work / 'actors' / 'shell_actor.sh'} {{endpoint}} libero_10-hint"
+    _launched(work, run_dir, mailbox_root / "mb", actor)
     [started] = actor_started_events(run_dir)
     assert started["argv"][-1] == "libero_10-hint"
     audit = subprocess.run(

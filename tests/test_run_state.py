@@ -14,18 +14,23 @@ from mailroom.orchestrator.coordinator import schedule
 from test_export import make_run, write_result
 
 
-def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> None:
-    run, cases = make_run(tmp_path, proprio=False)
-    assert len(cases) == 2
-    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+def _status(run_dir: Path) -> tuple[int, dict[str, int]]:
     done = subprocess.run(
-        [mailroom_exe(), "status", str(run.root), "--json"],
+        [mailroom_exe(), "status", str(run_dir), "--json"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 4  # incomplete
-    assert json.loads(done.stdout) == {
+    return done.returncode, json.loads(done.stdout) if done.stdout else {}
+
+
+def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> None:
+    run, cases = make_run(tmp_path, proprio=False)
+    assert len(cases) == 2
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    code, state = _status(run.root)
+    assert code == 4  # incomplete
+    assert state == {
         "selected": 2,
         "completed": 1,
         "in_progress_or_interrupted": 0,
@@ -36,32 +41,13 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
     started = run.episode_dir(cases[1].attempt_id(1))
     started.mkdir(parents=True)
     (started / "events.jsonl").write_text('{"t": 0, "event": "observation_published"}\n')
-    state = json.loads(
-        subprocess.run(
-            [mailroom_exe(), "status", str(run.root), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
-    )
+    _, state = _status(run.root)
     assert (state["completed"], state["in_progress_or_interrupted"]) == (1, 1)
     (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
-    state = json.loads(
-        subprocess.run(
-            [mailroom_exe(), "status", str(run.root), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
-    )
+    _, state = _status(run.root)
     assert (state["corrupt"], state["unattempted"]) == (1, 0)
-    everything = subprocess.run(
-        [mailroom_exe(), "status", str(tmp_path / "nothing-here")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert everything.returncode == 2
+    (tmp_path / "nothing-here").mkdir()
+    assert _status(tmp_path / "nothing-here")[0] == 2  # not a run directory
 
 
 def test_a_corrupt_latest_result_is_marked_interrupted_never_re_run(tmp_path: Path) -> None:
