@@ -17,6 +17,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import struct
@@ -42,7 +43,17 @@ from test_mailbox_transport import _delivery
 
 BOUND_S = 10.0
 PRIVATE_NAME = "run-libero_object-task7-seed7"
-IS_ROOT = os.geteuid() == 0
+# Whether file permissions bind this process: not for root with CAP_DAC_OVERRIDE (bit 1)
+# or CAP_DAC_READ_SEARCH (bit 2); yes for anyone else, root without them included.
+_CAP_EFF = int(
+    next(
+        line.split()[1]
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("CapEff:")
+    ),
+    16,
+)
+PERMISSIONS_BIND = os.geteuid() != 0 or not _CAP_EFF & 0b110
 Snapshot = dict[str, tuple[object, ...]]
 # inotify: IN_ACCESS | IN_MODIFY | IN_OPEN | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE |
 # IN_DELETE. A directory listing is IN_OPEN and IN_ACCESS on the directory itself.
@@ -469,13 +480,35 @@ def test_a_response_file_without_permissions_is_typed(world: World) -> None:
     write_atomically(target, world.answer(1))
     os.chmod(target, 0)
     outcome = world.transport.await_decision(first, LIMITS, BOUND_S)
-    if IS_ROOT:
+    if os.environ.get("MAILROOM_TEST_PERMISSIONS_BIND") == "1":
+        assert PERMISSIONS_BIND, "started to test the other branch, but permissions do not bind"
+    if not PERMISSIONS_BIND:
         # Permissions do not stop root: the file is claimed and judged on its bytes.
         assert isinstance(outcome, Accepted)
         assert (world.private / "responses" / "resp-1.json").read_bytes() == world.answer(1)
     else:
         assert isinstance(outcome, ProtocolError) and outcome.reason is ProtocolReason.UNREADABLE
     assert not isinstance(outcome, TimedOut)
+
+
+@pytest.mark.skipif(PERMISSIONS_BIND, reason="the other half runs in this process already")
+def test_an_unreadable_response_is_typed_where_permissions_bind() -> None:
+    """The branch a non-root orchestrator takes, run here as root without the two
+    capabilities that let root ignore file permissions (util-linux `setpriv`)."""
+    done = subprocess.run(
+        [
+            *("setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"),
+            *(sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"),
+            *("-k", "test_a_response_file_without_permissions_is_typed"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).parent,
+        env={**os.environ, "MAILROOM_TEST_PERMISSIONS_BIND": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert re.search(r"\b2 passed\b", done.stdout), done.stdout[-2000:]  # both watch modes
 
 
 # --- A separate actor process doing it. -----------------------------------------------

@@ -7,6 +7,7 @@ ever left under a final name: a result document is whole or absent.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,7 +31,9 @@ def _mount(where: Path, size: str) -> None:
         text=True,
     )
     if done.returncode != 0:
-        pytest.fail(f"this test needs to mount a small tmpfs (root): {done.stderr.strip()}")
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs needs root, which CI here has")
+        pytest.fail(f"this test needs to mount a small tmpfs: {done.stderr.strip()}")
 
 
 @pytest.fixture
