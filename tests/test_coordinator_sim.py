@@ -285,6 +285,14 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(
     assert [(e["kind"], e["code"]) for e in lost["errors"]] == [
         ("infrastructure_error", "worker_lost")
     ]
+    # Its counters, rebuilt from its event log, against the files: what was published to
+    # its endpoint and what was claimed from it.
+    attempt = first.parent
+    endpoint = Path(json.loads((attempt / "endpoint.json").read_text())["endpoint"])
+    published = len(list((endpoint / "outbox").glob("obs-*.json")))
+    claimed = len(list((attempt / "responses").iterdir()))
+    assert published >= 1 and lost["counters"]["policy_calls"] == claimed
+    assert lost["counters"]["executed_controls"] == 5 * (published - 1)
     assert sandbox_processes_left(run_dir) == []  # the lost worker's actor went with it
     resumed = subprocess.run(
         [mailroom_exe(), "resume", str(run_dir), "--json"],

@@ -28,6 +28,7 @@ from mailroom.orchestrator.libero_adapter import (
     TaskIdentity,
     resolve_task,
 )
+from mailroom.orchestrator.png import decode_png
 from mailroom.orchestrator.settings import RunSettings
 from thread_actor import ThreadActor, act, thread_launcher
 
@@ -205,14 +206,20 @@ def test_pro_instruction_is_the_envs_own_not_the_base_tasks(suite: str) -> None:
 
 
 def test_proprio_reaches_the_actor_and_the_step_rows_through_the_real_runner(
-    adapter: LiberoAdapter, identity: TaskIdentity, tmp_path: Path
+    adapter: LiberoAdapter, identity: TaskIdentity, reference: PlainRun, tmp_path: Path
 ) -> None:
-    """With the proprioception track on, each observation carries 7 arm and 2 gripper
-    encoders, each step row their values after its control, and the export reads them."""
+    """Through the real runner and mailbox, with the proprioception track on: each
+    observation's PNGs decode to the plain loop's frames and its encoders are the plain
+    loop's (7 arm, 2 gripper); each step row holds the encoders after its control."""
     settings = RunSettings(max_policy_calls=3, replan_interval=K, proprio=True)
     adapter.set_control_cap(settings.control_cap(220))
     actors: list[ThreadActor] = []
-    case = Case(suite=SUITE, task_index=TASK, init_state_index=0, seed=SEED)
+    case = Case(suite=SUITE, task_index=TASK, init_state_index=1, seed=SEED)
+
+    def script(observation: dict[str, Any]) -> dict[str, Any]:
+        n = observation["sequence"]
+        return act(observation, ACTIONS[(n - 1) * K : n * K])
+
     result = run_blinded_episode(
         case,
         attempt=1,
@@ -220,15 +227,20 @@ def test_proprio_reaches_the_actor_and_the_step_rows_through_the_real_runner(
         adapter=adapter,
         run_dir=tmp_path / "run",
         mailbox_root=tmp_path / "mb",
-        launch_actor=thread_launcher(lambda o: act(o, ACTIONS[:K]), actors),
+        launch_actor=thread_launcher(script, actors),
         record="minimal",
     )
     assert result.settings.proprio and result.counters.executed_controls == 3 * K
     observations = actors[0].observations
     assert len(observations) == 3
-    for observation in observations:
+    outbox = next((tmp_path / "mb").iterdir()) / "outbox"
+    for n, observation in enumerate(observations):
+        for camera in CAMERAS:
+            png = (outbox / f"obs-{n + 1}-{camera}.png").read_bytes()
+            assert np.array_equal(decode_png(png), reference.delivered[n][camera])
         proprio = observation["proprio"]
         assert len(proprio["joint_pos"]) == 7 and len(proprio["gripper_qpos"]) == 2
+        assert np.allclose(proprio["joint_pos"], reference.joint_pos[n], atol=1e-9)
     steps = tmp_path / "run" / "episodes" / result.attempt_id / "steps.jsonl"
     rows = read_steps(steps, proprio=True)
     assert rows.state is not None and rows.state.shape == (3 * K, 9)
