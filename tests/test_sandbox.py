@@ -200,7 +200,9 @@ def test_named_files_of_the_evaluator_are_refused(mailbox_root: Path, tmp_path: 
         _launcher(["python3", str(run_file)], mailbox_root, tmp_path)
 
 
-@pytest.mark.parametrize("path", ["/", "/work", str(REPO / "orchestrator"), str(Path.home())])
+@pytest.mark.parametrize(
+    "path", ["/", str(REPO.parent), str(REPO / "orchestrator"), str(Path.home())]
+)
 def test_declared_paths_that_hold_or_lie_in_the_evaluator_are_refused(
     mailbox_root: Path, tmp_path: Path, path: str
 ) -> None:
