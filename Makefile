@@ -24,13 +24,14 @@ $(STAMP): $(SOURCES)
 	@touch $(STAMP)
 
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
-# headless; bubblewrap confines every actor; the system Python (standard library only)
-# runs the built-in diagnostic actor inside the sandbox.
+# headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
+# (standard library only) runs the built-in diagnostic actor inside the sandbox.
 system-deps:
 	@missing=""; \
 	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
 		missing="$$missing libegl1 libegl-mesa0 libgl1 libgl1-mesa-dri libgles2"; fi; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	ldconfig -p | grep -q 'libseccomp.so.2' || missing="$$missing libseccomp2"; \
 	test -x /usr/bin/python3 || missing="$$missing python3"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \

@@ -1,16 +1,22 @@
-"""Exactly-once claim of a response file, Maildir style.
+"""Exactly-once claim of a response file.
 
 The file is taken out of the actor-visible inbox into the orchestrator's private
 evidence before it is parsed. The private name is created exclusively, so a name can be
 claimed once only: a second file under an already-claimed name is a typed duplicate,
 never a second decision. Symlinks, hard-linked files and anything but a regular file
 are never read, and the inbox is reached through a held descriptor only.
+
+The evidence is the orchestrator's own copy of the bytes it judged, never the actor's
+inode: an actor that kept a descriptor on its response cannot rewrite the record after
+the claim, or leave a file of its own (with its own modes) in the run directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,26 +95,39 @@ def _read_regular(name: str | Path, dir_fd: int | None = None) -> bytes | Protoc
         os.close(opened)
 
 
-def _copy_exclusively(inbox_fd: int, name: str, evidence: Path) -> ProtocolError | None:
-    """Private copy of the bounded bytes, for when the inode cannot be linked."""
-    copied = _read_regular(name, inbox_fd)
-    if isinstance(copied, ProtocolError):
-        return copied
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_EXCLUSIVE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, _EXCLUSIVE, 0o600)
     try:
-        fd = os.open(evidence, flags, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _keep_exclusively(data: bytes, evidence: Path) -> ProtocolError | None:
+    """Write `data` to `evidence` whole: a private temporary name, then a link that
+    fails if the name exists (a claimed name is never claimed twice). Where the private
+    filesystem refuses links, the name itself is created exclusively and written."""
+    staged = evidence.with_name(f".{evidence.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        _write_new(staged, data)
+        try:
+            os.link(staged, evidence)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+            _write_new(evidence, data)
     except FileExistsError:
         return _already_claimed()
     except OSError as exc:
         return _unreadable("keep", exc)
-    try:
-        view = memoryview(copied)
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError as exc:
-        return _unreadable("keep", exc)
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
     return None
 
 
@@ -123,13 +142,13 @@ def _same_inode(inbox_fd: int, name: str, st: os.stat_result) -> bool:
 def claim_from(inbox_fd: int, name: str, evidence: Path) -> Claimed | ProtocolError:
     """Take `name` out of the inbox held by `inbox_fd` into `evidence` (private).
 
-    Maildir's own move: link() to the private name, then unlink() the inbox name. (A
-    rename out of a watched directory is an unmatched IN_MOVED_FROM, which watchdog 7's
-    InotifyMoveEventGrouper holds back for half a second, delaying every later event of
-    that watch. Keep link and unlink.) The link fails if the private name exists, which
-    is what makes a claim exactly-once. Reads at most one byte past the parser's cap,
-    so a huge file costs nothing. The inbox is only ever reached through its
-    descriptor: an `inbox/` the actor replaced (by a symlink, say) is never followed.
+    The file is opened once (never through a symlink) and at most one byte past the
+    parser's cap is read, so a huge file costs nothing; those bytes are kept privately
+    and exclusively, then the inbox name is unlinked. (A rename out of a watched
+    directory is an unmatched IN_MOVED_FROM, which watchdog 7's InotifyMoveEventGrouper
+    holds back for half a second, delaying every later event of that watch: so copy and
+    unlink, never rename.) The inbox is only ever reached through its descriptor: an
+    `inbox/` the actor replaced (by a symlink, say) is never followed.
     """
     try:
         st = os.stat(name, dir_fd=inbox_fd, follow_symlinks=False)
@@ -138,23 +157,23 @@ def claim_from(inbox_fd: int, name: str, evidence: Path) -> Claimed | ProtocolEr
     problem = _inspect(st)
     if problem is not None:
         return problem
+    opened = _open_regular(name, inbox_fd)
+    if isinstance(opened, ProtocolError):
+        return opened
+    try:
+        taken = os.fstat(opened)
+        data = _read_bounded(opened, MAX_RESPONSE_BYTES + 1)
+    except OSError as exc:
+        return _unreadable("read", exc)
+    finally:
+        os.close(opened)
     try:
         evidence.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _unreadable("keep", exc)
-    taken = st
-    try:
-        os.link(name, evidence, src_dir_fd=inbox_fd, follow_symlinks=False)
-        taken = os.lstat(evidence)
-    except FileExistsError:
-        return _already_claimed()
-    except OSError as exc:
-        # Another filesystem, or a file we may not link (protected_hardlinks): copy.
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            return _unreadable("claim", exc)
-        copy_problem = _copy_exclusively(inbox_fd, name, evidence)
-        if copy_problem is not None:
-            return copy_problem
+    kept = _keep_exclusively(data, evidence)
+    if kept is not None:
+        return kept
     # Unlink only the file that was taken: one put under the same name since is left
     # in the inbox, where it shows up as a duplicate.
     if _same_inode(inbox_fd, name, taken):
@@ -164,9 +183,6 @@ def claim_from(inbox_fd: int, name: str, evidence: Path) -> Claimed | ProtocolEr
             pass
         except OSError as exc:
             return _unreadable("claim", exc)
-    data = _read_regular(evidence)
-    if isinstance(data, ProtocolError):
-        return data
     return Claimed(data=data, evidence=evidence)
 
 

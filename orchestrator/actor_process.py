@@ -4,6 +4,7 @@ confined by the sandbox unless the run says `none`, its output kept privately.""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from .confinement import REDACTED
-from .lifetime import die_with_this_process, stay_dumpable
+from .lifetime import die_with_this_process
 from .sandbox import SAFE_PATH, OuterIdentity, SandboxCommand, kill_leftovers
 from .settings import ActorLimits
 
@@ -39,16 +40,35 @@ def _limit_resources(limits: ActorLimits) -> list[tuple[int, int]]:
     return wanted
 
 
-def _child_setup(rlimits: list[tuple[int, int]], changed_user: bool) -> Callable[[], None]:
+PR_SET_DUMPABLE = 4
+
+
+def first_for_the_oom_killer() -> None:
+    """Raise this process's OOM score to the most. After a change of user the kernel
+    makes it non-dumpable, which leaves its own /proc files root's; the flag is put back
+    first (exec sets it anew in any case)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 1)
+    with open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
+
+
+def _child_setup(
+    rlimits: list[tuple[int, int]], own_user: bool, processes: int | None
+) -> Callable[[], None]:
     """Runs in the actor between fork and exec (after any change of user): die with the
-    worker, apply the limits."""
+    worker, apply the limits. An actor with a user of its own also gets a process cap
+    (which counts exactly its own processes) and is the first the OOM killer picks."""
     die = die_with_this_process()
+    wanted = list(rlimits)
+    if own_user and processes is not None:
+        wanted.append((resource.RLIMIT_NPROC, processes))
 
     def setup() -> None:
         die()
-        if changed_user:
-            stay_dumpable()
-        for which, value in rlimits:
+        if own_user:
+            first_for_the_oom_killer()
+        for which, value in wanted:
             resource.setrlimit(which, (value, value))
 
     return setup
@@ -143,7 +163,9 @@ class ActorProcess:
                 group=self.identity.gid,
                 extra_groups=[] if self.identity.uid is not None else None,
                 preexec_fn=_child_setup(
-                    _limit_resources(self.limits), self.identity.uid is not None
+                    _limit_resources(self.limits),
+                    self.identity.uid is not None,
+                    self.limits.processes,
                 ),
             )
         finally:

@@ -64,6 +64,7 @@ MAX_PNG_TEXT = 1 << 20
 WHOLE_NUMBER_SEED_DIGITS = 5
 MIN_NAME_LENGTH = 3
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+MAX_SCAN_DEPTH = 64  # folders under an endpoint; deeper is unverifiable
 
 
 class AuditError(Exception):
@@ -429,9 +430,9 @@ def _png_text(fd: int) -> str:
     return "\n".join(t.decode("utf-8", errors="replace") for t in texts)
 
 
-def _scan_file(scan: _Scan, path: str, where: str, actor_written: bool) -> None:
+def _scan_file(scan: _Scan, dir_fd: int, name: str, where: str, actor_written: bool) -> None:
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    fd = os.open(path, flags)
+    fd = os.open(name, flags, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return  # replaced by something else since it was listed: its name was seen
@@ -444,36 +445,67 @@ def _scan_file(scan: _Scan, path: str, where: str, actor_written: bool) -> None:
         os.close(fd)
 
 
+def shown_name(name: str) -> str:
+    """A file name as text that is always valid UTF-8 (an actor may write any bytes)."""
+    return os.fsencode(name).decode("utf-8", errors="backslashreplace")
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _scan_endpoint(scan: _Scan, root: Path) -> None:
-    """Every name under the endpoint, and every file's text; symlinks are never followed."""
-    pending = [""]
-    while pending:
-        relative_dir = pending.pop()
+    """Every name under the endpoint, and every file's text; symlinks are never followed.
+
+    The walk goes from folder descriptor to folder descriptor, so no path length limits
+    it (only a depth cap, past which the attempt is unverifiable), and names are shown
+    escaped, so no name an actor chose can break the record.
+    """
+    try:
+        top = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        scan.findings.cannot_verify(scan.attempt_id, f"cannot open the endpoint: {exc.strerror}")
+        return
+    _scan_folder(scan, top, "", 0)
+
+
+def _scan_folder(scan: _Scan, dir_fd: int, relative: str, depth: int) -> None:
+    """One folder (its descriptor is closed here), then each subfolder, depth first."""
+    try:
         try:
-            with os.scandir(root / relative_dir if relative_dir else root) as listing:
+            with os.scandir(dir_fd) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError as exc:
             scan.findings.cannot_verify(
-                scan.attempt_id, f"cannot list {relative_dir or '.'}: {exc.strerror or exc}"
+                scan.attempt_id, f"cannot list {relative or '.'}: {exc.strerror or exc}"
             )
-            continue
+            return
         for entry in entries:
-            where = f"{relative_dir}/{entry.name}" if relative_dir else entry.name
+            shown = shown_name(entry.name)
+            where = f"{relative}/{shown}" if relative else shown
             actor_written = where.split("/", 1)[0] != "outbox"
-            scan.text(where, entry.name, actor_written=actor_written)
+            scan.text(where, shown, actor_written=actor_written)
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    pending.append(where)
+                    if depth + 1 > MAX_SCAN_DEPTH:
+                        scan.findings.cannot_verify(
+                            scan.attempt_id, f"folders nested deeper than {MAX_SCAN_DEPTH}"
+                        )
+                        continue
+                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=dir_fd)
+                    _scan_folder(scan, child, where, depth + 1)
                     continue
                 scan.findings.files += 1
                 if entry.is_symlink():
-                    scan.text(where, os.readlink(entry.path), actor_written=actor_written)
+                    target = os.readlink(entry.name, dir_fd=dir_fd)
+                    scan.text(where, shown_name(target), actor_written=actor_written)
                 elif entry.is_file(follow_symlinks=False):
-                    _scan_file(scan, entry.path, where, actor_written)
+                    _scan_file(scan, dir_fd, entry.name, where, actor_written)
             except OSError as exc:
                 scan.findings.cannot_verify(
                     scan.attempt_id, f"cannot read {where}: {exc.strerror or exc}"
                 )
+    finally:
+        os.close(dir_fd)
 
 
 def _read_json(path: Path) -> Any:

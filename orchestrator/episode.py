@@ -24,6 +24,9 @@ from .transport import ActorCheck, ActorGuard, PolicyFailed, Transport
 from .video import EpisodeVideo
 
 
+MAX_USAGE_ENTRIES = 1_000_000
+
+
 def scratch_quota(mailbox: MailboxTransport, limits: ActorLimits) -> ActorCheck:
     """What the actor keeps in its endpoint must stay within the declared quota."""
     max_files = limits.scratch_quota_files
@@ -142,7 +145,20 @@ def run_blinded_episode(
         video.abort()
         if actor is not None:
             status = actor.stop()
-            evidence.event("actor_stopped", exit_status=status, **actor.stop_details())
+            # What it left in its endpoint once it ended (the quota is checked while it
+            # runs; this records what it wrote between the last check and its end).
+            left = mailbox.usage(MAX_USAGE_ENTRIES)
+            evidence.event(
+                "actor_stopped",
+                exit_status=status,
+                endpoint_usage={
+                    "entries": left.files,
+                    "bytes": left.bytes,
+                    "allocated_bytes": left.allocated_bytes,
+                    "truncated": left.truncated,
+                },
+                **actor.stop_details(),
+            )
         mailbox.sweep_late()  # what the actor wrote between the close and its end
         endpoint.held.close()
         evidence.close()

@@ -9,20 +9,6 @@ import signal
 from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-
-
-def stay_dumpable() -> None:
-    """Linux: undo the kernel's `dumpable = 0` after a change of user.
-
-    A process that drops from root to another uid is made non-dumpable, which leaves its
-    own `/proc/self/fd` owned by root: bubblewrap, started as the sandbox's uid, could
-    then not bind the descriptors it is handed. Only processes of that fresh uid (the
-    sandbox itself) gain anything from it.
-    """
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    if libc.prctl(PR_SET_DUMPABLE, 1) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
 def die_with_parent(parent_pid: int) -> None:

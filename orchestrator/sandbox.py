@@ -31,6 +31,7 @@ import importlib.util
 import os
 import secrets
 import shutil
+import signal
 import site
 import stat
 import subprocess
@@ -42,14 +43,16 @@ from pathlib import Path
 
 from .confinement import ConfinementError, ConfinementSettings
 from .paths import REPO_ROOT
+from .seccomp import SeccompUnavailableError, filter_program
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_UID = 1000
 INSIDE_GID = 1000
 INSIDE_HOSTNAME = "sandbox"
 PROGRAMS_INSIDE = Path("/opt/actor")
-# Fresh outer ids, far above any real account and any subordinate-id range in use.
-OUTER_ID_BASE = 1 << 30
+# Fresh outer ids: above systemd's container range (524288-1879048191), in the range it
+# leaves unassigned, far from any real account or subordinate-id range.
+OUTER_ID_BASE = 0x70000000
 OUTER_ID_SPAN = 1 << 24
 SYSTEM_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"))
 OPTIONAL_LINKS = (("usr/lib64", "/lib64"), ("usr/lib32", "/lib32"), ("usr/libx32", "/libx32"))
@@ -120,8 +123,10 @@ class OuterIdentity:
     def fresh(cls) -> OuterIdentity:
         if os.geteuid() != 0:
             return cls(None, None)  # an unprivileged evaluator cannot change user
-        number = OUTER_ID_BASE + secrets.randbelow(OUTER_ID_SPAN)
-        return cls(number, number)
+        while True:
+            number = OUTER_ID_BASE + secrets.randbelow(OUTER_ID_SPAN)
+            if not leftover_processes(number):  # never one another sandbox is using
+                return cls(number, number)
 
 
 def leftover_processes(uid: int) -> list[int]:
@@ -146,13 +151,20 @@ def kill_leftovers(uid: int, settle_s: float = 2.0) -> int:
 
     The kernel ends a pid namespace's processes when its first process dies, but not
     at once: what remains after the settling time escaped the namespace, and is counted.
+    Each is signalled through a pidfd after its owner is checked again, so a recycled pid
+    is never hit.
     """
     deadline = time.monotonic() + settle_s
     while (pids := leftover_processes(uid)) and time.monotonic() < deadline:
         time.sleep(0.02)
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, 9)
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(pid)
+            try:
+                if pid in leftover_processes(uid):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            finally:
+                os.close(pidfd)
     return len(pids)
 
 
@@ -307,6 +319,10 @@ def prepare_program(
         candidate = Path(os.path.abspath(cwd / arg)) if arg else None
         if candidate is not None and ("/" in arg or index > 0) and candidate.is_file():
             real = Path(os.path.realpath(candidate))
+            if candidate.is_relative_to("/usr") and real.is_relative_to("/usr"):
+                refuse_private(candidate, private, "the actor command names a file that")
+                argv.append(str(candidate))  # the system's own: visible in the sandbox
+                continue
             if profile_dir is not None and real.is_relative_to(profile_dir.resolve()):
                 inside = PROGRAMS_INSIDE / real.relative_to(profile_dir.resolve())
                 copied.append((str(real), str(inside)))
@@ -450,8 +466,14 @@ class Sandbox:
         a += ["--uid", str(INSIDE_UID), "--gid", str(INSIDE_GID)]
         a += ["--hostname", INSIDE_HOSTNAME]
         a += self._system()
+        size = str(self.tmp_size_mb << 20)
         a += ["--proc", "/proc", "--dev", "/dev"]
-        a += ["--perms", "1777", "--size", str(self.tmp_size_mb << 20), "--tmpfs", "/tmp"]
+        # /dev read-only but for a bounded /dev/shm; /tmp bounded like the scratch quota.
+        a += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        a += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        seccomp = _data_fd(filter_program())
+        cmd.pass_fds.append(seccomp)
+        a += ["--seccomp", str(seccomp)]
         passwd = f"actor:x:{INSIDE_UID}:{INSIDE_GID}:actor:{scratch}:/bin/sh\n"
         for name, text in (("passwd", passwd), ("group", f"actor:x:{INSIDE_GID}:\n")):
             fd = _data_fd(text.encode())
@@ -516,6 +538,13 @@ def _probe(tool_path: str, as_root: bool) -> str | None:
 def probe_sandbox() -> SandboxTool:
     """The tool, once a trial sandbox has started and ended; else `SandboxUnavailableError`."""
     tool = find_tool()
+    try:
+        filter_program()
+    except SeccompUnavailableError as exc:
+        raise SandboxUnavailableError(
+            f"the sandbox's system-call filter cannot be built: {exc}; pass --confinement "
+            "none to run actors unconfined"
+        ) from exc
     problem = _probe(tool.path, os.geteuid() == 0)
     if problem is not None:
         raise SandboxUnavailableError(

@@ -69,8 +69,10 @@ class ActorLimits(BaseModel):
     """Limits a method profile declares for its actor processes (null: not limited).
 
     CPU time, file size and open files are kernel resource limits of the actor process;
-    the scratch quota is checked by the orchestrator on what the actor keeps in its
-    endpoint, so a runaway actor ends as a typed error before the disk fills.
+    `processes` caps the processes and threads of a sandboxed actor, which has a user of
+    its own (so the count is exactly its own); the scratch quota is checked by the
+    orchestrator on what the actor keeps in its endpoint, so a runaway actor ends as a
+    typed error before the disk fills.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,5 +80,6 @@ class ActorLimits(BaseModel):
     cpu_seconds: Annotated[int, Field(ge=1)] | None = None
     file_size_mb: Annotated[int, Field(ge=1)] | None = None
     open_files: Annotated[int, Field(ge=16)] | None = None
+    processes: Annotated[int, Field(ge=8)] | None = 1024
     scratch_quota_mb: Annotated[int, Field(ge=1)] | None = 1024
     scratch_quota_files: Annotated[int, Field(ge=1)] | None = 100_000

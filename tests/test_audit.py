@@ -707,3 +707,26 @@ def test_a_few_thousand_files_are_all_audited(fast: RunBuilder) -> None:
     publish_bytes(built.endpoint.observation_file(1002), canonical_json(last), durable=False)
     found = scan_run(fast.run_dir)
     assert {leak.where for leak in found.leaks} == {"outbox/obs-1002.json"}
+
+
+def test_names_an_actor_chose_never_break_the_audit(fast: RunBuilder) -> None:
+    """Non-UTF-8 names, and a path longer than the system's limit, are still searched."""
+    built = fast.attempt(fast.cases[0])
+    odd = os.fsencode(built.endpoint.scratch) + b"/\xff-not-utf-8"
+    os.mkdir(odd)
+    fd = os.open(odd, os.O_RDONLY | os.O_DIRECTORY)
+    for level in range(20):  # 20 x 250 characters: past PATH_MAX (4096)
+        name = f"{level:02d}" + "d" * 248
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    leak = os.open("note.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+    os.write(leak, b"the answer is libero_10")
+    os.close(leak)
+    os.close(fd)
+    verdict = scan_run(fast.run_dir)
+    json.dumps(verdict.document())  # every text in it is valid
+    assert verdict.unverifiable == []
+    [where] = {leak.where for leak in verdict.leaks}  # the note, 20 folders down
+    assert where.startswith("scratch/\\xff-not-utf-8/00") and len(where) == 1000  # capped

@@ -19,16 +19,25 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return inbox, private
 
 
-def test_a_claim_moves_the_file_itself_and_reads_it(dirs: tuple[Path, Path]) -> None:
+def test_a_claim_keeps_a_private_copy_the_actor_cannot_rewrite(dirs: tuple[Path, Path]) -> None:
     inbox, private = dirs
     source = inbox / "resp-1.json"
     write_atomically(source, b'{"a": 1}')
+    os.chmod(source, 0o6777)  # what an actor may leave on its own file
     inode = source.stat().st_ino
-    claimed = claim_response(source, private / "resp-1.json")
-    assert isinstance(claimed, Claimed) and claimed.data == b'{"a": 1}'
-    assert not source.exists()
+    held = os.open(source, os.O_RDWR)  # an actor keeping a descriptor on its response
+    try:
+        claimed = claim_response(source, private / "resp-1.json")
+        assert isinstance(claimed, Claimed) and claimed.data == b'{"a": 1}'
+        assert not source.exists()
+        os.pwrite(held, b'{"a": 2, "rewritten": "after the claim"}', 0)
+    finally:
+        os.close(held)
     kept = private / "resp-1.json"
-    assert kept.stat().st_ino == inode and kept.stat().st_nlink == 1
+    assert kept.read_bytes() == b'{"a": 1}'  # the record is what was judged
+    assert kept.stat().st_ino != inode and kept.stat().st_nlink == 1
+    assert kept.stat().st_mode & 0o7777 == 0o600
+    assert [p.name for p in private.iterdir()] == ["resp-1.json"]  # no staged copy left
 
 
 def test_a_name_is_claimed_once_only(dirs: tuple[Path, Path]) -> None:
@@ -57,7 +66,7 @@ def test_the_claim_never_renames(dirs: tuple[Path, Path], monkeypatch: pytest.Mo
 
 
 @pytest.mark.parametrize("code", [errno.EXDEV, errno.EPERM])
-def test_where_links_are_refused_a_private_copy_is_kept(
+def test_where_links_are_refused_the_copy_is_still_kept_exclusively(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, code: int
 ) -> None:
     def no_link(*args: object, **kwargs: object) -> None:
@@ -99,7 +108,8 @@ def test_reads_stop_one_byte_past_the_cap(dirs: tuple[Path, Path]) -> None:
     write_atomically(inbox / "resp-1.json", b"x" * (4 * MAX_RESPONSE_BYTES))
     claimed = claim_response(inbox / "resp-1.json", private / "resp-1.json")
     assert isinstance(claimed, Claimed) and len(claimed.data) == MAX_RESPONSE_BYTES + 1
-    assert (private / "resp-1.json").stat().st_size == 4 * MAX_RESPONSE_BYTES
+    # The evidence is what was read: a giant response cannot fill the run directory.
+    assert (private / "resp-1.json").stat().st_size == MAX_RESPONSE_BYTES + 1
 
 
 def test_a_vanished_file_is_unreadable(dirs: tuple[Path, Path]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -289,3 +290,47 @@ def test_the_evaluator_paths_hold_the_project_the_environment_and_the_packages()
 
     libero_dir = Path(next(iter(libero.__path__))).resolve()
     assert any(libero_dir.is_relative_to(p) for p in paths)
+
+
+KEYCTL = {"x86_64": 250, "aarch64": 219}[platform.machine()]  # the system call's number
+
+
+def test_the_actor_cannot_trace_reach_keyrings_or_fill_dev(
+    mailbox_root: Path, tmp_path: Path
+) -> None:
+    """The system-call filter and /dev: tracing the sandbox's pid 1 (to outlive the
+    episode), the kernel keyrings (shared with the evaluator's session) and writes to
+    /dev are refused; /dev/shm is bounded like /tmp; the process cap and the OOM score
+    are the actor's own."""
+    script = (
+        "import ctypes, os, json\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "out = {}\n"
+        "out['ptrace'] = (libc.ptrace(16, 1, 0, 0), os.strerror(ctypes.get_errno()))\n"
+        f"out['keyctl'] = (libc.syscall({KEYCTL}, 0, -3, 0), os.strerror(ctypes.get_errno()))\n"
+        "try:\n    open('/dev/mine', 'w'); out['dev'] = 'written'\n"
+        "except OSError as exc:\n    out['dev'] = exc.strerror\n"
+        "try:\n    open('/dev/shm/big', 'wb').write(b'x' * (16 << 20)); out['shm'] = 'written'\n"
+        "except OSError as exc:\n    out['shm'] = exc.strerror\n"
+        "out['null'] = open('/dev/null', 'w').write('x')\n"
+        "limits = open('/proc/self/limits').read().splitlines()\n"
+        "out['nproc'] = [l for l in limits if l.startswith('Max processes')][0].split()[2]\n"
+        "out['oom'] = open('/proc/self/oom_score_adj').read().strip()\n"
+        "json.dump(out, open('hardening.json', 'w'))\n"
+    )
+    launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
+    endpoint, _, _, _ = _run(launcher, mailbox_root, tmp_path)
+    seen = json.loads((endpoint.scratch / "hardening.json").read_text())
+    assert seen["ptrace"] == [-1, "Operation not permitted"]
+    assert seen["keyctl"] == [-1, "Operation not permitted"]
+    assert seen["dev"] == "Read-only file system"
+    assert seen["shm"] == "No space left on device"  # 8 MiB, as the scratch quota
+    assert seen["null"] == 1
+    if os.geteuid() == 0:  # a user of its own: the cap counts exactly its processes
+        assert (seen["nproc"], seen["oom"]) == (str(ActorLimits().processes), "1000")
+
+
+def test_system_programs_are_not_copied_in(mailbox_root: Path, tmp_path: Path) -> None:
+    launcher = _launcher(["/usr/bin/python3", "-c", "pass"], mailbox_root, tmp_path)
+    assert launcher.program.argv == ("/usr/bin/python3", "-c", "pass")
+    assert launcher.program.copied_files == ()
