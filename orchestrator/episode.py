@@ -23,7 +23,6 @@ from .settings import ActorLimits, RecordMode, RunSettings
 from .transport import ActorCheck, ActorGuard, PolicyFailed, Transport
 from .video import EpisodeVideo
 
-
 MAX_USAGE_ENTRIES = 1_000_000
 
 
