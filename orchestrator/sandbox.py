@@ -2,17 +2,19 @@
 
 Each spawned actor runs under `bwrap` in its own user, pid, mount, network, ipc and uts
 namespaces (`--unshare-all`), as uid 1000 without capabilities and with `NoNewPrivs`,
-killed with the worker (`--die-with-parent`); when its pid 1 ends, every process of the
+under a system-call filter (`seccomp.py`: no tracing, keyrings, io_uring, BPF), killed
+with the worker (`--die-with-parent`); when its pid 1 ends, every process of the
 namespace ends, double-forked children included. Its root is an empty, read-only
 tmpfs holding only:
 
 - `/usr` (and the `/bin`, `/lib`, `/lib64`, `/sbin` links) and the few `/etc` files
   that interpreters and the C library read, read-only, with any evaluator path that
   lies inside them (a site-packages, the project) masked by an empty tmpfs;
-- its own `/proc`, `/dev` and a size-limited `/tmp`;
-- its endpoint at the path the instructions name: `outbox/` read-only, `inbox/` and
-  `scratch/` writable, bound from the orchestrator's held descriptors (never a path the
-  actor could have replaced);
+- its own `/proc`, a read-only `/dev` with a size-limited `/dev/shm`, and a
+  size-limited `/tmp`;
+- its endpoint at the path the instructions name: the endpoint folder and `outbox/`
+  read-only, `inbox/` and `scratch/` writable, bound from the orchestrator's held
+  descriptors (never a path the actor could have replaced);
 - the files its command names, at their own paths, and the read-only paths the profile
   or `--actor-path` declares; a profile's own programs copied in under `/opt/actor`.
 
