@@ -14,6 +14,7 @@ import click
 from mailroom.mailbox.endpoint import new_mailbox_root
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -74,7 +75,7 @@ def _confinement_declaration(profile: dict[str, Any]) -> ConfinementDeclaration:
 
 
 def _refuse(exc: ConfinementError) -> NoReturn:
-    console.print(f"[red]refused:[/red] {exc}", markup=True, highlight=False)
+    console.print(f"[red]refused:[/red] {escape(str(exc))}", highlight=False)
     sys.exit(EXIT_USAGE)
 
 

@@ -137,9 +137,11 @@ def settings_of_run(manifest: Mapping[str, Any]) -> ConfinementSettings:
     confinement existed) what it was: spawned actors ran unconfined."""
     section = manifest.get("confinement")
     if isinstance(section, Mapping):
+        # An external actor's network is recorded as unknown (null); its settings keep
+        # the default, which nothing enforces.
         return ConfinementSettings(
             mode=section["mode"],
-            network=section["network"],
+            network=section["network"] or "none",
             pass_env=tuple(section["pass_env"]),
             read_only_paths=tuple(section["read_only_paths"]),
         )

@@ -25,15 +25,9 @@ PRIVATE_FILE_MODE = 0o600
 
 
 def make_private_dir(path: Path) -> None:
-    """`mkdir -p path`: `path` and every folder made on the way owner-only."""
-    made: list[Path] = []
-    probe = path
-    while not probe.exists():
-        made.append(probe)
-        probe = probe.parent
+    """`mkdir -p path`, and `path` itself owner-only (what lies above it is not ours)."""
     path.mkdir(parents=True, exist_ok=True)
-    for directory in {path, *made}:
-        os.chmod(directory, PRIVATE_DIR_MODE)
+    os.chmod(path, PRIVATE_DIR_MODE)
 
 
 def open_private_log(path: Path) -> int:

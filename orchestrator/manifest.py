@@ -18,7 +18,7 @@ from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.mailbox.schemas import schema_errors
 
 from .catalog import catalog_sha256
-from .confinement import ConfinementSettings
+from .confinement import ConfinementRecord, ConfinementSettings
 from .hashing import sha256_bytes
 from .instructions import template_fields
 from .libero_adapter import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
@@ -137,10 +137,10 @@ def build_manifest(
         },
         "confinement": {
             "mode": confinement.mode,
-            "tool": None
-            if confinement.mode != "sandbox" or sandbox_tool is None
-            else sandbox_tool.document(),
-            "network": confinement.network if confinement.mode == "sandbox" else "host",
+            "tool": sandbox_tool.document()
+            if confinement.mode == "sandbox" and sandbox_tool
+            else None,
+            "network": ConfinementRecord.of(confinement).network,
             "read_only_paths": list(confinement.read_only_paths),
             "pass_env": list(confinement.pass_env),
             "unprivileged_outer_user": confinement.mode == "sandbox" and os.geteuid() == 0,

@@ -283,10 +283,11 @@ def refuse_unreachable(path: Path, what: str, *, read: bool = True) -> None:
 @dataclass(frozen=True)
 class ActorProgram:
     """An actor command made ready for its sandbox: argv with `{endpoint}` still a field,
-    every file it names absolute; which are bound at their own paths, which copied in."""
+    every file it names absolute, and the files copied in at each start (host path, path
+    inside)."""
 
     argv: tuple[str, ...]
-    copied_files: tuple[tuple[str, str], ...] = ()  # (host path, path inside)
+    copied_files: tuple[tuple[str, str], ...] = ()
 
 
 def _is_field(arg: str) -> bool:

@@ -45,7 +45,7 @@ FROZEN = {
         "062083eb955f7a95843943d14ec03b1add98cbbefd51be259e543a8e82412da2"
     ),
     "mailroom.run_manifest.v2.json": (
-        "05e33eba9e6024731e17b889d67a29fb7d5068aa9b00b156542803d1c6e78241"
+        "bf5cbe685cd5db388d76d3c8401b54ca92c93f2b6d6c58696b4c7bf52c2bba69"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))
