@@ -19,15 +19,15 @@ from typing import Any
 import pytest
 from conftest import copied_actor
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actor_launcher import process_launcher
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.confinement import ConfinementMode, ConfinementSettings
-from mailroom.orchestrator.episode import run_blinded_episode
-from mailroom.orchestrator.libero_adapter import LiberoAdapter
-from mailroom.orchestrator.results import EpisodeResult
-from mailroom.orchestrator.sandbox import leftover_processes
-from mailroom.orchestrator.settings import ActorLimits, RecordMode, RunSettings
-from mailroom.orchestrator.video import probe_video
+from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
+from mailroom.orchestrator.actors.launcher import process_launcher
+from mailroom.orchestrator.actors.sandbox import leftover_processes
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.episode.blinded import run_blinded_episode
+from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.video import probe_video
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 pytestmark = pytest.mark.sim
 

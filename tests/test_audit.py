@@ -26,8 +26,11 @@ from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
 from mailroom.mailbox.publish import canonical_json, publish_bytes
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actor_process import render_command
-from mailroom.orchestrator.audit import (
+from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.actors.process import render_command
+from mailroom.orchestrator.actors.profiles import profile_dir
+from mailroom.orchestrator.audit.scan import (
     AUDIT_FILE,
     AUDIT_SCHEMA,
     AuditVerdict,
@@ -36,18 +39,15 @@ from mailroom.orchestrator.audit import (
     build_identifiers,
     scan_run,
 )
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.catalog import load_catalog
-from mailroom.orchestrator.confinement import ConfinementRecord, ConfinementSettings
-from mailroom.orchestrator.evidence import EpisodeEvidence
-from mailroom.orchestrator.instructions import render_instructions
-from mailroom.orchestrator.libero_adapter import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
-from mailroom.orchestrator.manifest import build_manifest
-from mailroom.orchestrator.observation import build_observation
-from mailroom.orchestrator.paths import profile_dir
-from mailroom.orchestrator.plans import Plan, build_plan, render_plan
-from mailroom.orchestrator.png import encode_png
-from mailroom.orchestrator.results import (
+from mailroom.orchestrator.campaign.manifest import build_manifest
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import load_catalog
+from mailroom.orchestrator.catalog.plans import Plan, build_plan, render_plan
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,
     EpisodeResult,
@@ -56,10 +56,10 @@ from mailroom.orchestrator.results import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.run_directory import RunDirectory
-from mailroom.orchestrator.runner import settings_record
-from mailroom.orchestrator.settings import RunSettings
-from mailroom.orchestrator.transport import Delivery
+from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.transport.base import Delivery
+from mailroom.orchestrator.transport.observation import build_observation
+from mailroom.orchestrator.transport.png import encode_png
 from pydantic import ValidationError
 
 PROFILE = "scripted_diagnostic"
@@ -691,7 +691,7 @@ def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None
 
 def test_a_few_thousand_files_are_all_audited(fast: RunBuilder) -> None:
     """Every one of 3,010 files is read: a leak in the last one written is found. (The
-    scan's speed is a figure of `bench/audit_scan.py`, never a timed assertion.)"""
+    scan's speed is a figure of `orchestrator/perf/audit_scan.py`, never a timed assertion.)"""
     built = fast.attempt(fast.cases[0])
     document = built.observation(1)
     for sequence in range(3, 1003):

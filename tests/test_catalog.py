@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.orchestrator import catalog_build
-from mailroom.orchestrator.catalog import (
+from mailroom.orchestrator.catalog import build as catalog_build
+from mailroom.orchestrator.catalog.frozen import (
     Catalog,
     InstructionMismatchError,
     TaskIndexError,
@@ -169,7 +169,7 @@ def test_paths_and_hashes_name_the_files_the_package_loads(
 
 
 def test_identities_agree_with_the_adapter(frozen: Catalog) -> None:
-    from mailroom.orchestrator.libero_adapter import resolve_task
+    from mailroom.orchestrator.sim.libero import resolve_task
 
     for suite, index in (("libero_10", 0), ("libero_object_task", 2)):
         entry = frozen.entry(suite, index)
@@ -207,7 +207,7 @@ def test_lookups_and_typed_errors(frozen: Catalog) -> None:
         catalog_entry("libero_goal", 10)
     with pytest.raises(KeyError):
         reference_horizon("libero_10_env")
-    data = resources.files("mailroom.orchestrator").joinpath("protocol/libero_catalog.json")
+    data = resources.files("mailroom.orchestrator.catalog").joinpath("libero_catalog.json")
     assert catalog_sha256() == hashlib.sha256(data.read_bytes()).hexdigest()
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.audit import AUDIT_SCHEMA
-from mailroom.orchestrator.coordinator import schedule
-from mailroom.orchestrator.plans import build_plan
-from mailroom.orchestrator.run_directory import RunDirectory
+from mailroom.orchestrator.audit.scan import AUDIT_SCHEMA
+from mailroom.orchestrator.campaign.coordinator import schedule
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.plans import build_plan
 from test_audit import RunBuilder
 
 

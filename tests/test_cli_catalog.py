@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from conftest import mailroom_exe
-from mailroom.orchestrator.catalog import catalog_sha256, load_catalog
-from mailroom.orchestrator.plans import load_plan
+from mailroom.orchestrator.catalog.frozen import catalog_sha256, load_catalog
+from mailroom.orchestrator.catalog.plans import load_plan
 
 ENTRY_FIELDS = {"suite", "task_index", "task_name", "instruction", "horizon", "horizon_source"}
 

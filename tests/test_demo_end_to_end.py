@@ -113,7 +113,7 @@ def test_nothing_under_the_mailbox_root_identifies_the_case(
 def test_every_camera_video_decodes_to_one_frame_per_executed_control(
     demo_run: tuple[dict[str, Any], Path, Path],
 ) -> None:
-    from mailroom.orchestrator.video import probe_video
+    from mailroom.orchestrator.episode.video import probe_video
 
     doc, run_dir, _ = demo_run
     videos = sorted(run_dir.glob("episodes/*/videos/*.mp4"))

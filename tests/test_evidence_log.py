@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.orchestrator.evidence import EVENTS_FILE, EpisodeEvidence
+from mailroom.orchestrator.episode.evidence import EVENTS_FILE, EpisodeEvidence
 
 
 def _log(directory: Path) -> list[dict[str, Any]]:

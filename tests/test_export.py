@@ -15,13 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.catalog import load_catalog
-from mailroom.orchestrator.confinement import ConfinementRecord, ConfinementSettings
-from mailroom.orchestrator.export import StepsFileError, read_steps
-from mailroom.orchestrator.manifest import build_manifest
-from mailroom.orchestrator.plans import build_plan, render_plan
-from mailroom.orchestrator.results import (
+from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.campaign.manifest import build_manifest
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import load_catalog
+from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.episode.video import EpisodeVideo
+from mailroom.orchestrator.results.documents import (
     RESULT_SCHEMA,
     CaseRecord,
     Counters,
@@ -32,10 +35,7 @@ from mailroom.orchestrator.results import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.run_directory import RunDirectory
-from mailroom.orchestrator.runner import settings_record
-from mailroom.orchestrator.settings import RunSettings
-from mailroom.orchestrator.video import EpisodeVideo
+from mailroom.orchestrator.results.export import StepsFileError, read_steps
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 FLOAT32_LIST_7 = pa.list_(pa.float32(), 7)

@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from mailroom.orchestrator.heap import settle_heap, thaw_heap
+from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
 
 
 class Node:

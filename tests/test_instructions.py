@@ -33,21 +33,21 @@ from mailroom.mailbox.parser import (
 )
 from mailroom.mailbox.publish import publish_all_to_outbox
 from mailroom.mailbox.schemas import load_schema, make_validator, schema_errors
-from mailroom.orchestrator.actor_process import OUTPUT_CAP_BYTES, scrubbed_environment
-from mailroom.orchestrator.cli_launch import launch
-from mailroom.orchestrator.confinement import ConfinementDeclaration, resolve_confinement
-from mailroom.orchestrator.evidence import EpisodeEvidence
-from mailroom.orchestrator.instructions import (
+from mailroom.orchestrator.actors.confinement import ConfinementDeclaration, resolve_confinement
+from mailroom.orchestrator.actors.instructions import (
     PLACEHOLDERS,
     render_instructions,
     template_fields,
     transport_host,
 )
-from mailroom.orchestrator.libero_adapter import Capture
-from mailroom.orchestrator.mailbox_transport import MailboxTransport
-from mailroom.orchestrator.paths import actor_instructions_template
-from mailroom.orchestrator.settings import RunSettings
-from mailroom.orchestrator.transport import Delivery
+from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES, scrubbed_environment
+from mailroom.orchestrator.actors.profiles import actor_instructions_template
+from mailroom.orchestrator.cli.launch import launch
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.sim.libero import Capture
+from mailroom.orchestrator.transport.base import Delivery
+from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
 TEMPLATE = actor_instructions_template()
 FLAT = " ".join(TEMPLATE.split())
@@ -217,7 +217,7 @@ def test_an_observation_is_published_after_its_images(
         published.append([name for name, _ in items])
         real(dirs, items, **kwargs)
 
-    monkeypatch.setattr("mailroom.orchestrator.mailbox_transport.publish_all_to_outbox", recording)
+    monkeypatch.setattr("mailroom.orchestrator.transport.mailbox.publish_all_to_outbox", recording)
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
     transport = MailboxTransport(endpoint, evidence)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import copied_actor, launch_command, mailroom_exe, sandbox_processes_left
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.video import probe_video
+from mailroom.orchestrator.episode.video import probe_video
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 

@@ -7,8 +7,8 @@ import io
 from pathlib import Path
 
 import pytest
-from mailroom.orchestrator.cli_launch import print_launch_message
-from mailroom.orchestrator.instructions import render_instructions
+from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.cli.launch import print_launch_message
 from rich.console import Console
 
 

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.episode import run_blinded_episode
-from mailroom.orchestrator.export import read_steps
-from mailroom.orchestrator.headless import simulator_chatter_to_stderr
-from mailroom.orchestrator.libero_adapter import (
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.episode.blinded import run_blinded_episode
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.results.export import read_steps
+from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+from mailroom.orchestrator.sim.libero import (
     CAMERAS,
     SETTLING_ACTION,
     SETTLING_CONTROLS,
@@ -28,8 +29,7 @@ from mailroom.orchestrator.libero_adapter import (
     TaskIdentity,
     resolve_task,
 )
-from mailroom.orchestrator.png import decode_png
-from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.transport.png import decode_png
 from thread_actor import ThreadActor, act, thread_launcher
 
 pytestmark = pytest.mark.sim

@@ -35,9 +35,9 @@ from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted, ProtocolError, ProtocolReason
 from mailroom.mailbox.watcher import WatchMode
-from mailroom.orchestrator.evidence import EpisodeEvidence
-from mailroom.orchestrator.mailbox_transport import MailboxTransport
-from mailroom.orchestrator.transport import DecisionOutcome, Delivery, TimedOut
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery, TimedOut
+from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from test_mailbox_cases import LIMITS, encode, response, write_atomically
 from test_mailbox_transport import _delivery
 

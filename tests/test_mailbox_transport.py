@@ -28,12 +28,12 @@ from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, Invalid, ProtocolError, ProtocolReason
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.mailbox.watcher import WatchMode
-from mailroom.orchestrator.evidence import EpisodeEvidence
-from mailroom.orchestrator.libero_adapter import Capture
-from mailroom.orchestrator.mailbox_transport import MailboxTransport
-from mailroom.orchestrator.settings import OutboxDurability, RunSettings
-from mailroom.orchestrator.timing import CLOCK
-from mailroom.orchestrator.transport import Delivery, TimedOut
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.settings import OutboxDurability, RunSettings
+from mailroom.orchestrator.perf.phase_clock import CLOCK
+from mailroom.orchestrator.sim.libero import Capture
+from mailroom.orchestrator.transport.base import Delivery, TimedOut
+from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from test_mailbox_cases import LIMITS, encode, write_atomically
 from watchdog.observers.inotify_c import InotifyFD
 
@@ -215,7 +215,7 @@ def test_a_watcher_fallback_is_recorded_and_changes_nothing_else(
 
 def test_the_transport_does_not_load_the_simulator() -> None:
     code = (
-        "import sys, mailroom.orchestrator.mailbox_transport, mailroom.mailbox.receiver\n"
+        "import sys, mailroom.orchestrator.transport.mailbox, mailroom.mailbox.receiver\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in "
         "('libero', 'robosuite', 'mujoco')]\n"
         "assert not loaded, loaded\n"

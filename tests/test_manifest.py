@@ -8,11 +8,11 @@ from typing import Any
 import click
 import pytest
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.cli_launch import _settings_from, launch
-from mailroom.orchestrator.confinement import ConfinementSettings
-from mailroom.orchestrator.manifest import MANIFEST_SCHEMA, build_manifest
-from mailroom.orchestrator.plans import build_plan
-from mailroom.orchestrator.settings import RunSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.campaign.manifest import MANIFEST_SCHEMA, build_manifest
+from mailroom.orchestrator.catalog.plans import build_plan
+from mailroom.orchestrator.cli.launch import _settings_from, launch
+from mailroom.orchestrator.episode.settings import RunSettings
 
 
 def _manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from mailroom.mailbox.messages import (
 from mailroom.mailbox.parser import Issue
 from mailroom.mailbox.publish import canonical_json
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.libero_adapter import ACTION_LAYOUT, Capture
-from mailroom.orchestrator.observation import build_observation, observation_document
-from mailroom.orchestrator.transport import Delivery
+from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, Capture
+from mailroom.orchestrator.transport.base import Delivery
+from mailroom.orchestrator.transport.observation import build_observation, observation_document
 
 ENDPOINT = Endpoint(Path("/mailbox") / secrets.token_hex(16))
 FRAME = np.zeros((256, 256, 3), dtype=np.uint8)

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 from mailroom.mailbox.schemas import load_schema, schema_errors
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.catalog import (
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import (
     TaskIndexError,
     UnknownSuiteError,
     catalog_sha256,
     load_catalog,
 )
-from mailroom.orchestrator.plans import (
+from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA,
     Plan,
     PlanCase,

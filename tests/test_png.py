@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from mailroom.orchestrator.png import available_encoders, decode_png, encode_png
+from mailroom.orchestrator.transport.png import available_encoders, decode_png, encode_png
 
 
 def _frame() -> np.ndarray:

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.confinement import confinement_of_run
-from mailroom.orchestrator.export import export_parquet
-from mailroom.orchestrator.manifest import manifest_errors
-from mailroom.orchestrator.reporter import build_report
-from mailroom.orchestrator.results import EpisodeResult
-from mailroom.orchestrator.run_directory import RunDirectory, read_result
+from mailroom.orchestrator.actors.confinement import confinement_of_run
+from mailroom.orchestrator.campaign.manifest import manifest_errors
+from mailroom.orchestrator.campaign.run_directory import RunDirectory, read_result
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.results.export import export_parquet
+from mailroom.orchestrator.results.reporter import build_report
 from test_export import make_run, write_result
 
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import mailroom_exe
-from mailroom.orchestrator.coordinator import schedule
+from mailroom.orchestrator.campaign.coordinator import schedule
 from test_export import make_run, write_result
 
 

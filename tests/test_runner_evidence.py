@@ -11,21 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mailroom.mailbox.bench import write_response
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import ActionLimits
-from mailroom.orchestrator.confinement import ConfinementRecord
-from mailroom.orchestrator.evidence import STEPS_FILE, EpisodeEvidence
-from mailroom.orchestrator.export import read_steps
-from mailroom.orchestrator.interrupted import counters_from_events
-from mailroom.orchestrator.libero_adapter import (
+from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.campaign.interrupted import counters_from_events
+from mailroom.orchestrator.episode.evidence import STEPS_FILE, EpisodeEvidence
+from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.perf.detection import write_response
+from mailroom.orchestrator.results.export import read_steps
+from mailroom.orchestrator.sim.fake import STAND_IN_IDENTITY, StandInAdapter
+from mailroom.orchestrator.sim.libero import (
     Capture,
 )
-from mailroom.orchestrator.mailbox_transport import MailboxTransport
-from mailroom.orchestrator.runner import EpisodeRequest, EpisodeRunner
-from mailroom.orchestrator.settings import RunSettings
-from mailroom.orchestrator.stand_in import STAND_IN_IDENTITY, StandInAdapter
-from mailroom.orchestrator.transport import DecisionOutcome, Delivery
+from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery
+from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
 K = 3
 CALLS = 4

@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import pytest
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.catalog import reference_horizon
-from mailroom.orchestrator.episode import run_blinded_episode, run_in_process_episode
-from mailroom.orchestrator.interrupted import counters_from_events
-from mailroom.orchestrator.libero_adapter import ControlOutcome, LiberoAdapter
-from mailroom.orchestrator.png import decode_png
-from mailroom.orchestrator.policy_transport import PolicyObservation
-from mailroom.orchestrator.results import EpisodeResult
-from mailroom.orchestrator.settings import ConfigurationError, RunSettings
+from mailroom.orchestrator.campaign.interrupted import counters_from_events
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import reference_horizon
+from mailroom.orchestrator.episode.blinded import run_blinded_episode, run_in_process_episode
+from mailroom.orchestrator.episode.settings import ConfigurationError, RunSettings
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.sim.libero import ControlOutcome, LiberoAdapter
+from mailroom.orchestrator.transport.png import decode_png
+from mailroom.orchestrator.transport.policy import PolicyObservation
 from thread_actor import Script, ThreadActor, act, stop, thread_launcher
 
 pytestmark = pytest.mark.sim
@@ -201,7 +201,7 @@ def test_decision_budget_truncates_at_the_policy_call_cap(
         script,
         _settings(budget_mode="decisions", max_policy_calls=3, replan_interval=5),
     )
-    # The simulator's heap is frozen for the policy loop only (orchestrator/heap.py).
+    # The heap is frozen for the policy loop only (episode/collector_freeze.py).
     assert len(frozen_while_acting) == 3 and min(frozen_while_acting) > 10_000
     assert gc.get_freeze_count() == 0
     c = result.counters

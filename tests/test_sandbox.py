@@ -18,25 +18,25 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
-from mailroom.orchestrator import sandbox as sandbox_module
-from mailroom.orchestrator.actor_launcher import ProcessLauncher, process_launcher
-from mailroom.orchestrator.actor_process import OUTPUT_CAP_BYTES
-from mailroom.orchestrator.cli import main
-from mailroom.orchestrator.confinement import (
+from mailroom.orchestrator.actors import sandbox as sandbox_module
+from mailroom.orchestrator.actors.confinement import (
     REDACTED,
     ConfinementDeclaration,
     ConfinementError,
     ConfinementSettings,
     resolve_confinement,
 )
-from mailroom.orchestrator.sandbox import (
+from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
+from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES
+from mailroom.orchestrator.actors.sandbox import (
     SandboxPathError,
     SandboxUnavailableError,
     evaluator_paths,
     leftover_processes,
     unreachable_part,
 )
-from mailroom.orchestrator.settings import ActorLimits
+from mailroom.orchestrator.cli.main import main
+from mailroom.orchestrator.episode.settings import ActorLimits
 
 
 def _launcher(
@@ -179,7 +179,7 @@ def test_an_evaluator_path_inside_a_bound_system_folder_is_masked(
     assert any(hidden.iterdir())
     real = sandbox_module.evaluator_paths
     monkeypatch.setattr(
-        "mailroom.orchestrator.actor_launcher.evaluator_paths",
+        "mailroom.orchestrator.actors.launcher.evaluator_paths",
         lambda *also: (*real(*also), hidden),
     )
     script = "import os; open('doc.txt', 'w').write(str(len(os.listdir('/usr/share/doc'))))"

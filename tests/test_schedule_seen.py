@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from mailroom.orchestrator.cases import Case
-from mailroom.orchestrator.coordinator import schedule
-from mailroom.orchestrator.run_directory import RunDirectory
+from mailroom.orchestrator.campaign.coordinator import schedule
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
 
 
 def _logged(*events: str) -> bytes:

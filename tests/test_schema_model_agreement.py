@@ -16,8 +16,10 @@ import pytest
 from mailroom.mailbox.messages import Closed, Observation, Response, from_json
 from mailroom.mailbox.parser import decode_document
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.confinement import ConfinementRecord
-from mailroom.orchestrator.results import (
+from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,
     EpisodeResult,
@@ -25,8 +27,6 @@ from mailroom.orchestrator.results import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.runner import settings_record
-from mailroom.orchestrator.settings import RunSettings
 from pydantic import BaseModel, ValidationError
 from test_mailbox_cases import CASES, DROP, REQUEST_ID, VECTOR, response, stop
 
@@ -345,7 +345,7 @@ RESULT_V1_INVALID = _mutated(
         "extra_field": _set("seed", 7),
     },
 )
-# Where orchestrator/results.py does not mirror the frozen schema yet (see the reasons).
+# Where orchestrator/results/documents.py does not mirror the frozen schema yet (see the reasons).
 RESULT_WIRE_CASES = _mutated(
     RESULT,
     {

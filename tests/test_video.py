@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.hashing import sha256_file
-from mailroom.orchestrator.video import (
+from mailroom.hashing import sha256_file
+from mailroom.orchestrator.episode.video import (
     EpisodeVideo,
     VideoDecodeError,
     VideoFrameError,

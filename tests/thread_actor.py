@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.confinement import ConfinementSettings
-from mailroom.orchestrator.sandbox import OuterIdentity
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.actors.sandbox import OuterIdentity
 
 # Returns a response document (dict), raw bytes, or None to stay silent.
 Script = Callable[[dict[str, Any]], dict[str, Any] | bytes | None]

@@ -1,0 +1,3 @@
+"""Actor processes: profiles, instructions, launch, the bubblewrap sandbox and its
+confinement record, lifetime.
+"""

@@ -1,0 +1,260 @@
+"""Spawning a blinded actor: scrubbed environment, own process group, scratch as cwd,
+confined by the sandbox unless the run says `none`, its output kept privately."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from mailroom.orchestrator.actors.confinement import REDACTED
+from mailroom.orchestrator.actors.lifetime import die_with_this_process
+from mailroom.orchestrator.actors.sandbox import (
+    SAFE_PATH,
+    OuterIdentity,
+    SandboxCommand,
+    kill_leftovers,
+)
+from mailroom.orchestrator.episode.settings import ActorLimits
+
+OUTPUT_CAP_BYTES = 1 << 20  # kept of each of stdout and stderr
+OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
+
+
+def scrubbed_environment(home: Path) -> dict[str, str]:
+    """Nothing of the orchestrator's environment: no run, benchmark, suite, task or seed."""
+    return {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": str(home)}
+
+
+def _limit_resources(limits: ActorLimits) -> list[tuple[int, int]]:
+    wanted: list[tuple[int, int]] = []
+    if limits.cpu_seconds is not None:
+        wanted.append((resource.RLIMIT_CPU, limits.cpu_seconds))
+    if limits.file_size_mb is not None:
+        wanted.append((resource.RLIMIT_FSIZE, limits.file_size_mb * 1024 * 1024))
+    if limits.open_files is not None:
+        wanted.append((resource.RLIMIT_NOFILE, limits.open_files))
+    return wanted
+
+
+PR_SET_DUMPABLE = 4
+
+
+def first_for_the_oom_killer() -> None:
+    """Raise this process's OOM score to the most. After a change of user the kernel
+    makes it non-dumpable, which leaves its own /proc files root's; the flag is put back
+    first (exec sets it anew in any case)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 1)
+    with open("/proc/self/oom_score_adj", "w") as adj:
+        adj.write("1000")
+
+
+def _child_setup(
+    rlimits: list[tuple[int, int]], own_user: bool, processes: int | None
+) -> Callable[[], None]:
+    """Runs in the actor between fork and exec (after any change of user): die with the
+    worker, apply the limits. An actor with a user of its own also gets a process cap
+    (which counts exactly its own processes) and is the first the OOM killer picks."""
+    die = die_with_this_process()
+    wanted = list(rlimits)
+    if own_user and processes is not None:
+        wanted.append((resource.RLIMIT_NPROC, processes))
+
+    def setup() -> None:
+        die()
+        if own_user:
+            first_for_the_oom_killer()
+        for which, value in wanted:
+            resource.setrlimit(which, (value, value))
+
+    return setup
+
+
+@dataclass
+class CapturedStream:
+    """One output stream of the actor: the first `cap` bytes kept, the rest counted."""
+
+    name: str
+    path: Path | None
+    cap: int = OUTPUT_CAP_BYTES
+    total: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def drain(self, pipe: IO[bytes]) -> None:
+        sink = None if self.path is None else self.path.open("wb")
+        try:
+            while chunk := os.read(pipe.fileno(), 65536):
+                room = max(0, self.cap - self.total)
+                if sink is not None and room:
+                    sink.write(chunk[:room])
+                self.total += len(chunk)
+            if sink is not None and self.truncated:
+                dropped = self.total - self.cap
+                sink.write(f"\n[mailroom: truncated here; {dropped} more bytes]\n".encode())
+        finally:
+            pipe.close()
+            if sink is not None:
+                sink.close()
+
+    def document(self) -> dict[str, object]:
+        return {
+            "file": None if self.path is None else self.path.name,
+            "bytes": self.total,
+            "kept_bytes": min(self.total, self.cap),
+            "truncated": self.truncated,
+        }
+
+
+def _private_file(path: Path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.close(fd)
+
+
+class ActorProcess:
+    """One actor process; with `sandbox`, the process is bubblewrap running the actor."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        instructions: str,
+        workdir: Path,
+        limits: ActorLimits | None = None,
+        output_dir: Path | None = None,
+        passed_env: Mapping[str, str] | None = None,
+        sandbox: SandboxCommand | None = None,
+        identity: OuterIdentity | None = None,
+        confinement: dict[str, object] | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.limits = limits or ActorLimits()
+        self.env = {**scrubbed_environment(workdir), **(passed_env or {})}
+        self._passed = sorted(passed_env or {})
+        self.workdir = workdir
+        self.identity = identity or OuterIdentity(None, None)
+        self.confinement = confinement or {"mode": "none"}
+        self.streams = {
+            name: CapturedStream(name, None if output_dir is None else output_dir / file)
+            for name, file in OUTPUT_FILES.items()
+        }
+        for stream in self.streams.values():
+            if stream.path is not None:
+                _private_file(stream.path)
+        popen_argv = self.argv if sandbox is None else sandbox.argv
+        try:
+            self._proc = subprocess.Popen(
+                popen_argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=workdir if sandbox is None else "/",
+                env=self.env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=() if sandbox is None else tuple(sandbox.pass_fds),
+                user=self.identity.uid,
+                group=self.identity.gid,
+                extra_groups=[] if self.identity.uid is not None else None,
+                preexec_fn=_child_setup(
+                    _limit_resources(self.limits),
+                    self.identity.uid is not None,
+                    self.limits.processes,
+                ),
+            )
+        finally:
+            if sandbox is not None:
+                sandbox.close()
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        self._drains = [
+            threading.Thread(target=self.streams[name].drain, args=(pipe,), daemon=True)
+            for name, pipe in (("stdout", self._proc.stdout), ("stderr", self._proc.stderr))
+        ]
+        for thread in self._drains:
+            thread.start()
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(instructions.encode("utf-8"))
+            self._proc.stdin.close()
+        except BrokenPipeError:
+            pass  # an actor that exits at once is judged by what it wrote, not here
+        self.leftover_processes: int | None = None
+
+    def description(self) -> dict[str, object]:
+        """What the actor was given; passed-through values are never written."""
+        env = {k: (REDACTED if k in self._passed else v) for k, v in self.env.items()}
+        return {
+            "pid": self._proc.pid,
+            "argv": self.argv,
+            "env": env,
+            "cwd": str(self.workdir),
+            "limits": self.limits.model_dump(),
+            "confinement": self.confinement,
+        }
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def stop(self, grace_s: float = 2.0, exit_window_s: float = 1.0) -> int:
+        """End the actor's whole process group (for a sandbox: its pid namespace, with
+        every process in it); returns its exit status.
+
+        An actor that saw `closed.json` first gets `exit_window_s` to exit by itself
+        (and flush its output); bubblewrap does not pass SIGTERM on, so a sandboxed
+        actor still running then is killed outright.
+        """
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=exit_window_s)
+        if self._proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(timeout=grace_s)
+        self._signal_group(signal.SIGKILL)  # children that outlived the leader
+        status = self._proc.wait()
+        if self.identity.uid is not None:
+            self.leftover_processes = kill_leftovers(self.identity.uid)
+        for thread in self._drains:
+            thread.join(timeout=5)
+        return status
+
+    def stop_details(self) -> dict[str, object]:
+        """The kept output, and (for a sandbox user) how many of its processes were still
+        alive after the stop and were killed then: none is expected."""
+        details: dict[str, object] = {
+            "output": {name: stream.document() for name, stream in self.streams.items()}
+        }
+        if self.leftover_processes is not None:
+            details["leftover_processes"] = self.leftover_processes
+        return details
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, sig)
+
+
+def render_command(template: Sequence[str], **values: str) -> list[str]:
+    """Substitute `{name}` fields in each argument; nothing else is interpreted."""
+    out: list[str] = []
+    for arg in template:
+        for key, value in values.items():
+            arg = arg.replace("{" + key + "}", value)
+        out.append(arg)
+    return out

@@ -1,0 +1,1 @@
+"""Blinding checks: scanning what an actor could read for private identifiers, and disclosures."""

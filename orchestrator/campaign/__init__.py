@@ -1,0 +1,3 @@
+"""Many episodes: the coordinator and its workers, the run directory, the manifest,
+interrupted attempts.
+"""

@@ -1,0 +1,236 @@
+"""Launching a plan: worker processes, fresh blinded actors, resume without re-showing.
+
+Each worker process builds its own simulator lazily (EGL contexts do not survive a
+fork) and reuses it across the episodes of one task. The parent never imports the
+simulator; it hands out work, collects results and keeps the books.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing as mp
+import os
+import queue
+import signal
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any
+
+from mailroom.orchestrator.actors.launcher import ProcessLauncher
+from mailroom.orchestrator.actors.lifetime import die_with_parent
+from mailroom.orchestrator.campaign.interrupted import record_interrupted
+from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.perf.process_memory import peak_rss_mb
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.results.reporter import disclosed_attempts
+
+WORK_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    run_dir: Path
+    mailbox_root: Path
+    settings: RunSettings
+    record: RecordMode
+    # Built and checked in the launching process (refusals happen before any worker
+    # starts); None: external actors, handed launch messages.
+    launcher: ProcessLauncher | None
+    limits: ActorLimits = field(default_factory=ActorLimits)
+
+
+@dataclass(frozen=True)
+class Work:
+    case: Case
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Schedule:
+    work: list[Work]
+    already_done: list[AttemptRecord]
+    interrupted: list[AttemptRecord]
+    restarted: list[AttemptRecord]
+
+
+def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = False) -> Schedule:
+    """What to run now. Completed cases are skipped; an attempt whose observations an
+    actor may have seen is never silently re-run: it is recorded as interrupted."""
+    by_case: dict[str, list[AttemptRecord]] = defaultdict(list)
+    for record in run.attempts():
+        by_case[record.case_id].append(record)
+    disclosed = disclosed_attempts(run)
+    work: list[Work] = []
+    done: list[AttemptRecord] = []
+    interrupted: list[AttemptRecord] = []
+    restarted: list[AttemptRecord] = []
+    for case in cases:
+        attempts = by_case.get(case.case_id, [])
+        if not attempts:
+            work.append(Work(case, 1))
+            continue
+        latest = attempts[-1]
+        if isinstance(latest.result, EpisodeResult):
+            retry = (
+                rerun_errored
+                and latest.result.outcome == "error"
+                and latest.attempt_id not in disclosed
+            )
+            if retry:
+                work.append(Work(case, latest.attempt + 1))
+            else:
+                done.append(latest)
+            continue
+        if _actor_saw_anything(latest) or isinstance(latest.result, CorruptResult):
+            interrupted.append(latest)
+            if rerun_errored and latest.attempt_id not in disclosed:
+                work.append(Work(case, latest.attempt + 1))
+        else:
+            restarted.append(latest)
+            work.append(Work(case, latest.attempt + 1))
+    return Schedule(work, done, interrupted, restarted)
+
+
+def _actor_saw_anything(record: AttemptRecord) -> bool:
+    events = record.directory / "events.jsonl"
+    if not events.exists():
+        return False
+    logged = events.read_bytes()
+    # The first publication is announced before it starts (mailbox transport).
+    return b'"first_observation_publishing"' in logged or b'"observation_published"' in logged
+
+
+def group_by_task(work: Sequence[Work]) -> list[list[Work]]:
+    """Consecutive episodes of one task share a simulator; groups keep plan order."""
+    groups: dict[tuple[str, int, int], list[Work]] = {}
+    for item in work:
+        key = (item.case.suite, item.case.task_index, item.case.task_order_index)
+        groups.setdefault(key, []).append(item)
+    return list(groups.values())
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: the actor is stopped, the env closed
+
+
+def _forward_launch(report_q: Any, item: Work, text: str) -> None:
+    report_q.put(("launch_message", item.case.case_id, item.attempt, text))
+
+
+def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    from mailroom.orchestrator.catalog.frozen import reference_horizon
+    from mailroom.orchestrator.episode.blinded import run_blinded_episode
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
+
+    settings = config.settings
+    adapter: LiberoAdapter | None = None
+    launcher = config.launcher
+    try:
+        while True:
+            group = work_q.get()
+            if group is None:
+                return
+            for item in group:
+                report_q.put(("started", item.case.case_id, item.attempt))
+                cap = settings.control_cap(reference_horizon(item.case.suite).controls)
+                if adapter is None:
+                    adapter = LiberoAdapter(control_cap=cap, proprio=settings.proprio)
+                adapter.set_control_cap(cap)
+                try:
+                    result = run_blinded_episode(
+                        item.case,
+                        attempt=item.attempt,
+                        settings=settings,
+                        adapter=adapter,
+                        run_dir=config.run_dir,
+                        mailbox_root=config.mailbox_root,
+                        launch_actor=launcher,
+                        record=config.record,
+                        limits=config.limits,
+                        on_launch_message=functools.partial(_forward_launch, report_q, item),
+                    )
+                except Exception as exc:  # outside the runner's typed handling
+                    report_q.put(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
+                    continue
+                report_q.put(
+                    ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb())
+                )
+    finally:
+        if adapter is not None:
+            adapter.close()
+
+
+Listener = Callable[[str, tuple[Any, ...]], None]
+
+
+@dataclass(frozen=True)
+class WorkOutcome:
+    """Attempts that ended without a result, and those whose errored result could not be
+    written either (the run directory failed: full, read-only)."""
+
+    lost: list[tuple[str, int, str]]
+    unrecorded: list[tuple[str, str]]
+
+
+def run_work(
+    config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+) -> WorkOutcome:
+    """Run `work` in `workers` processes and record every attempt that died without one."""
+    run = RunDirectory(config.run_dir)
+    ctx = mp.get_context("spawn")
+    work_q = ctx.Queue()
+    report_q = ctx.Queue()
+    groups = group_by_task(work)
+    for group in groups:
+        work_q.put(group)
+    n = max(1, min(workers, len(groups)))
+    for _ in range(n):
+        work_q.put(None)
+    procs: list[BaseProcess] = [
+        ctx.Process(target=_worker_main, args=(config, work_q, report_q, os.getpid()), daemon=False)
+        for _ in range(n)
+    ]
+    for proc in procs:
+        proc.start()
+    in_flight: set[tuple[str, int]] = set()
+    lost: list[tuple[str, int, str]] = []
+    remaining = len(work)
+    try:
+        while remaining > 0:
+            try:
+                message = report_q.get(timeout=WORK_POLL_S)
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs):
+                    break
+                continue
+            kind, case_id, attempt, *rest = message
+            listener(kind, (case_id, attempt, *rest))
+            if kind == "started":
+                in_flight.add((case_id, attempt))
+            elif kind in ("finished", "crashed"):
+                in_flight.discard((case_id, attempt))
+                remaining -= 1
+                if kind == "crashed":
+                    lost.append((case_id, attempt, str(rest[0])))
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if remaining == 0 else 0.1)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=10)
+    for case_id, attempt in sorted(in_flight):
+        lost.append((case_id, attempt, "worker process ended during the episode"))
+    unrecorded: list[tuple[str, str]] = []
+    for case_id, attempt, reason in lost:
+        try:
+            record_interrupted(run, f"{case_id}-a{attempt}", reason=reason, kind="worker_lost")
+        except OSError as exc:  # the run directory itself failed: say so, write nothing half
+            unrecorded.append((f"{case_id}-a{attempt}", f"{reason}; recording it failed: {exc}"))
+    return WorkOutcome(lost=lost, unrecorded=unrecorded)

@@ -1,0 +1,164 @@
+"""Results for attempts that ended without one: interrupted runs and lost workers.
+
+Such an attempt is kept and counted as errored, never silently re-run: its actor may
+already have seen observations. Counters are rebuilt from the attempt's own event log,
+which recorded each thing as it happened: a response when it was claimed, a chunk's
+controls once the next observation was out (its `actions_executed` record is stamped at
+the chunk's end and written then), so a chunk the crash cut short, or whose next
+observation never went out, is not counted as executed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mailroom.orchestrator.actors.confinement import confinement_of_run
+from mailroom.orchestrator.campaign.run_directory import (
+    CorruptResult,
+    RunDirectory,
+    read_result,
+    split_attempt_id,
+)
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.episode.evidence import EVENTS_FILE, RESULT_FILE
+from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.results.documents import (
+    CaseRecord,
+    Counters,
+    EpisodeResult,
+    ErrorKind,
+    Latency,
+    TypedError,
+    Usage,
+)
+
+
+def _events(directory: Path) -> list[dict[str, Any]]:
+    path = directory / EVENTS_FILE
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break  # a torn last line from the crash: everything before it stands
+    return out
+
+
+def counters_from_events(events: list[dict[str, Any]]) -> Counters:
+    c = Counters()
+    for e in events:
+        kind = e.get("event")
+        if kind == "episode_started":
+            c.settling_controls = int(e.get("settling_controls", 0))
+        elif kind == "response_claimed":
+            c.policy_calls += 1
+            if e.get("outcome") == "invalid":
+                c.rejected_responses += 1
+            elif e.get("decision") == "stop":
+                c.stop_responses += 1
+            elif e.get("decision") == "act":
+                c.action_decisions += 1
+        elif kind == "actions_executed":
+            c.executed_controls = int(e.get("executed_controls_total", c.executed_controls))
+    return c
+
+
+def _case_record(case: Case) -> CaseRecord:
+    from mailroom.orchestrator.sim.libero import resolve_task, state_sha256
+
+    identity = resolve_task(case.suite, case.task_index, case.task_order_index)
+    return CaseRecord(
+        benchmark=identity.benchmark,
+        suite=case.suite,
+        task_index=case.task_index,
+        task_name=identity.task_name,
+        instruction=identity.instruction,
+        init_state_index=case.init_state_index,
+        task_order_index=case.task_order_index,
+        seed=case.seed,
+        bddl_sha256=identity.bddl_sha256,
+        init_states_sha256=identity.init_states_sha256,
+        state_sha256=state_sha256(identity, case.init_state_index),
+    )
+
+
+def _case_of(run: RunDirectory, attempt_id: str) -> Case:
+    mapping = run.episode_dir(attempt_id) / "endpoint.json"
+    if mapping.exists():
+        return Case.model_validate(json.loads(mapping.read_text(encoding="utf-8"))["case"])
+    from mailroom.orchestrator.catalog.plans import load_plan
+
+    parsed = split_attempt_id(attempt_id)
+    for case in load_plan(run.plan_path).to_cases():
+        if parsed is not None and case.case_id == parsed[0]:
+            return case
+    raise KeyError(f"{attempt_id} names no case of this run's plan")
+
+
+def record_interrupted(
+    run: RunDirectory, attempt_id: str, *, reason: str, kind: str = "interrupted"
+) -> EpisodeResult:
+    """Write the errored result for an attempt that has none (a corrupt one is kept aside)."""
+    directory = run.episode_dir(attempt_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    result_path = directory / RESULT_FILE
+    if result_path.exists():
+        existing = read_result(result_path)
+        if not isinstance(existing, CorruptResult):
+            return existing
+        result_path.replace(directory / "result.corrupt.json")
+    manifest = run.read_manifest()
+    settings = manifest["settings"]
+    case = _case_of(run, attempt_id)
+    events = _events(directory)
+    from mailroom.orchestrator.catalog.frozen import reference_horizon
+    from mailroom.orchestrator.episode.settings import RunSettings
+
+    run_settings = RunSettings.model_validate(settings)
+    error_kind: ErrorKind = "interrupted" if kind == "interrupted" else "infrastructure_error"
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    started = events[0]["t"] if events else None
+    result = EpisodeResult(
+        attempt_id=attempt_id,
+        case_id=case.case_id,
+        outcome="error",
+        termination="infrastructure_error",
+        truncated=False,
+        truncation=None,
+        counters=counters_from_events(events),
+        latency=Latency(samples=0, median_ms=None, max_ms=None, total_ms=0.0),
+        usage=Usage(),
+        errors=[
+            TypedError(
+                kind=error_kind,
+                code=kind,
+                message=reason[:2000],
+                policy_call=None,
+            )
+        ],
+        case=_case_record(case),
+        settings=settings_record(
+            run_settings, run_settings.control_cap(reference_horizon(case.suite).controls)
+        ),
+        blinded=True,
+        confinement=confinement_of_run(manifest),
+        started_at=(
+            datetime.fromtimestamp(started, UTC)
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+            if started is not None
+            else now
+        ),
+        finished_at=now,
+        wall_time_s=0.0,
+    )
+    from mailroom.mailbox.publish import publish_json
+
+    publish_json(result_path, result.document())
+    run.event("attempt_recorded_errored", attempt_id=attempt_id, code=kind, reason=reason[:500])
+    return result

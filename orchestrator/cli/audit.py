@@ -1,0 +1,190 @@
+"""`mailroom audit`, `disclose` and `cutover`: checking blinding and recording its failures.
+
+Disclosures and cutovers are run events, appended; the immutable manifest is never
+touched. A disclosed attempt stays in the results, marked not blinded, never retried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+from mailroom.orchestrator.audit.scan import AUDIT_FILE, AuditError, AuditVerdict, audit_run
+from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.cli.options import EXIT_OK, console
+from mailroom.orchestrator.episode.evidence import open_private_log
+from mailroom.orchestrator.results.reporter import disclosed_attempts
+from rich.markup import escape
+from rich.table import Table
+
+EXIT_UNVERIFIABLE = 4
+EXIT_LEAKS = 6
+DISCLOSURES_FILE = "disclosures.jsonl"
+MAX_NOTE = 2000
+SHOWN_LEAKS = 50
+
+
+class UnknownAttemptError(LookupError):
+    """CASE names neither an attempt of the run nor a case with an attempt."""
+
+
+def _run(run_dir: Path) -> RunDirectory:
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    return run
+
+
+def _note(text: str) -> str:
+    note = text.strip()
+    if not note:
+        raise click.UsageError("--note must say something")
+    if len(note) > MAX_NOTE:
+        raise click.UsageError(f"--note is at most {MAX_NOTE} characters")
+    return note
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def resolve_attempt(run: RunDirectory, target: str) -> AttemptRecord:
+    """An attempt id names itself; a case id names the case's latest attempt."""
+    records = run.attempts()
+    for record in records:
+        if record.attempt_id == target:
+            return record
+    of_case = [r for r in records if r.case_id == target]
+    if of_case:
+        return max(of_case, key=lambda r: r.attempt)
+    raise UnknownAttemptError(
+        f"{target!r} is neither an attempt of this run nor a case with an attempt "
+        f"({len(records)} attempts under {run.episodes})"
+    )
+
+
+def _append_line(path: Path, record: dict[str, Any]) -> None:
+    line = json.dumps(record, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    fd = open_private_log(path)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> dict[str, Any]:
+    """A `leak_disclosed` run event, and the same line in the attempt's own log."""
+    fields: dict[str, Any] = {
+        "attempt_id": record.attempt_id,
+        "case_id": record.case_id,
+        "note": note,
+        "at": _now(),
+    }
+    run.event("leak_disclosed", **fields)
+    line = {"t": round(time.time(), 6), "event": "leak_disclosed", **fields}
+    _append_line(record.directory / DISCLOSURES_FILE, line)
+    return fields
+
+
+def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
+    if verdict.leaks:
+        table = Table(title=f"blinding audit of {escape(verdict.run_id)}: leaks")
+        for column in ("attempt", "where", "kind", "excerpt"):
+            table.add_column(column, overflow="fold")
+        for leak in verdict.leaks[:SHOWN_LEAKS]:
+            table.add_row(
+                escape(leak.attempt_id),
+                escape(leak.where),
+                leak.identifier_kind,
+                escape(leak.excerpt),
+            )
+        console.print(table)
+        hidden = len(verdict.leaks) - SHOWN_LEAKS
+        if hidden > 0:
+            console.print(f"... and {hidden} more (all of them in audit.json)")
+        affected = {leak.attempt_id for leak in verdict.leaks}
+        undisclosed = affected - disclosed_attempts(run)
+        console.print(
+            f"[red]{len(verdict.leaks)} leaks[/red] in {len(affected)} of "
+            f"{verdict.attempts_scanned} attempts, {len(undisclosed)} of them not yet "
+            "disclosed (`mailroom disclose RUN ATTEMPT --note ...`)"
+        )
+    for item in verdict.unverifiable:
+        console.print(
+            f"[yellow]unverifiable[/yellow] {escape(item.attempt_id)}: {escape(item.reason)}"
+        )
+    if verdict.clean:
+        console.print(
+            f"[green]clean[/green]: {verdict.attempts_scanned} attempts, "
+            f"{verdict.files_scanned} endpoint files; nothing an actor could read names "
+            "the run or its cases"
+        )
+    elif not verdict.leaks:
+        console.print("no leak found, but not everything could be checked")
+    console.print(f"verdict recorded in {run.root / AUDIT_FILE}")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict document.")
+def audit(run_dir: Path, as_json: bool) -> None:
+    """Search everything the run's actors could read for private identifiers.
+
+    Exit codes: 0 clean; 6 leaks found; 4 nothing leaked but something could not be
+    checked (e.g. an endpoint directory is gone); 2 usage error.
+    """
+    run = _run(run_dir)
+    try:
+        verdict = audit_run(run_dir)
+    except AuditError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(verdict.document(), indent=2) + "\n")
+    else:
+        _print_verdict(verdict, run)
+    if verdict.leaks:
+        sys.exit(EXIT_LEAKS)
+    sys.exit(EXIT_OK if verdict.clean else EXIT_UNVERIFIABLE)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("case")
+@click.option("--note", required=True, help="What reached the actor, and how.")
+def disclose(run_dir: Path, case: str, note: str) -> None:
+    """Record that private context reached the actor of CASE (an attempt id, or a case id
+    for its latest attempt). The attempt stays in the results, marked not blinded, and
+    is never re-run."""
+    run = _run(run_dir)
+    text = _note(note)
+    try:
+        record = resolve_attempt(run, case)
+    except UnknownAttemptError as exc:
+        raise click.UsageError(str(exc)) from exc
+    record_disclosure(run, record, text)
+    console.print(
+        f"recorded: attempt {escape(record.attempt_id)} is not blinded; "
+        "it stays in the results and is never re-run"
+    )
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--note", required=True, help="The correction, and from when it applies.")
+def cutover(run_dir: Path, note: str) -> None:
+    """Record a prospective operator correction, apart from the immutable manifest."""
+    run = _run(run_dir)
+    run.event("operator_cutover", note=_note(note), at=_now())
+    console.print("recorded an operator cutover in the run's event log")
+
+
+def register(group: click.Group) -> None:
+    for command in (audit, disclose, cutover):
+        group.add_command(command)

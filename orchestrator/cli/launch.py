@@ -1,0 +1,603 @@
+"""`mailroom launch`, `resume`, `status` and `report`: running a campaign and reading it."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shlex
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+import click
+from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.orchestrator.actors.confinement import (
+    ConfinementDeclaration,
+    ConfinementError,
+    ConfinementMode,
+    ConfinementSettings,
+    resolve_confinement,
+    settings_of_run,
+)
+from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
+from mailroom.orchestrator.cli.options import EXIT_OK, EXIT_USAGE, console
+from mailroom.orchestrator.episode.settings import (
+    ActorLimits,
+    BudgetMode,
+    InvalidActionHandling,
+    OutboxDurability,
+    RecordMode,
+    RunSettings,
+    WatchMode,
+)
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+EXIT_INCOMPLETE = 4
+EXIT_CONFLICT = 5
+EXIT_INFRASTRUCTURE = 7
+
+
+def _new_run_id() -> str:
+    return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def _refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
+    a, b = run_dir.resolve(), mailbox_root.resolve()
+    if a.is_relative_to(b) or b.is_relative_to(a):
+        raise click.UsageError(
+            "the run directory and the mailbox root must not contain one another: "
+            "everything under the mailbox root is visible to actors"
+        )
+
+
+def _load_profile(name: str) -> dict[str, Any]:
+    from mailroom.orchestrator.actors.profiles import profile_dir
+
+    try:
+        path = profile_dir(name) / "profile.json"
+    except FileNotFoundError as exc:
+        raise click.UsageError(str(exc)) from exc
+    declaration: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return declaration
+
+
+def _confinement_declaration(profile: dict[str, Any]) -> ConfinementDeclaration:
+    try:
+        return ConfinementDeclaration.model_validate(profile.get("confinement", {}))
+    except ValueError as exc:
+        raise click.UsageError(f"the profile's confinement declaration is refused: {exc}") from exc
+
+
+def _refuse(exc: ConfinementError) -> NoReturn:
+    console.print(f"[red]refused:[/red] {escape(str(exc))}", highlight=False)
+    sys.exit(EXIT_USAGE)
+
+
+def build_launcher(
+    actor_command: list[str] | None,
+    *,
+    confinement: ConfinementSettings,
+    limits: ActorLimits,
+    run_dir: Path,
+    mailbox_root: Path,
+    profile: str,
+) -> ProcessLauncher | None:
+    """The run's actor launcher, checked here, before any worker starts (exit 2 if the
+    sandbox cannot start or the command names something of the evaluator)."""
+    from mailroom.orchestrator.actors.profiles import profile_dir
+
+    if actor_command is None:
+        return None
+    try:
+        return process_launcher(
+            actor_command,
+            limits,
+            confinement=confinement,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            profile_dir=profile_dir(profile),
+        )
+    except ConfinementError as exc:
+        _refuse(exc)
+
+
+def print_launch_message(out: Console, text: str, private_copy: Path) -> None:
+    """The launch message exactly as rendered: no wrapping, borders or markup, between
+    two marker lines a coordinator does not copy."""
+    out.print(
+        f"----- launch message: hand exactly the lines below to a fresh actor "
+        f"(private copy: {private_copy}) -----",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    out.print(text, markup=False, highlight=False, soft_wrap=True, emoji=False, end="")
+    if not text.endswith("\n"):
+        out.print("", markup=False)
+    out.print("----- end of launch message -----", markup=False, highlight=False)
+
+
+def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], run_dir: Path) -> Any:
+    def listen(kind: str, payload: tuple[Any, ...]) -> None:
+        if kind == "launch_message":
+            case_id, attempt, text = payload[0], payload[1], payload[2]
+            copy = run_dir / "episodes" / f"{case_id}-a{attempt}" / "launch_message.json"
+            print_launch_message(progress.console, text, copy)
+            return
+        if kind == "finished":
+            counts[str(payload[2])] += 1
+        elif kind == "crashed":
+            counts["error"] += 1
+        else:
+            return
+        progress.update(
+            task,
+            advance=1,
+            description=(
+                f"success {counts['success']}  failure {counts['failure']}  "
+                f"errored {counts['error']}"
+            ),
+        )
+
+    return listen
+
+
+def _execute(
+    run_dir: Path,
+    *,
+    plan_bytes: bytes,
+    profile: str,
+    settings: RunSettings,
+    actor_command: list[str] | None,
+    mailbox_root: Path,
+    workers: int,
+    record: RecordMode,
+    rerun_errored: bool,
+    as_json: bool,
+    confinement: ConfinementSettings,
+) -> None:
+    from mailroom.orchestrator.campaign.coordinator import LaunchConfig, run_work, schedule
+    from mailroom.orchestrator.campaign.interrupted import record_interrupted
+    from mailroom.orchestrator.campaign.manifest import (
+        ManifestConflictError,
+        build_manifest,
+        check_compatible,
+    )
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory, RunLockedError
+    from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
+    from mailroom.orchestrator.results.reporter import build_report, report_json
+
+    try:
+        plan = parse_plan(plan_bytes)
+    except PlanError as exc:
+        raise click.UsageError(f"plan refused: {exc}") from exc
+    cases = plan.to_cases()
+    run = RunDirectory(run_dir)
+    _refuse_nesting(run_dir, mailbox_root)
+    declaration = _load_profile(profile)
+    limits = ActorLimits.model_validate(declaration.get("limits", {}))
+    launcher = build_launcher(
+        actor_command,
+        confinement=confinement,
+        limits=limits,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile=profile,
+    )
+    try:
+        with run.lock():
+            manifest = build_manifest(
+                run_id=run.read_manifest()["run_id"] if run.exists() else run_dir.name,
+                plan_sha256=plan.plan_sha256,
+                plan_kind=plan.kind,
+                n_cases=len(cases),
+                profile_name=profile,
+                profile_declaration=declaration,
+                settings=settings,
+                actor_command=actor_command,
+                record=record,
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                workers=workers,
+                confinement=confinement,
+                sandbox_tool=None
+                if launcher is None or launcher.sandbox is None
+                else launcher.sandbox.tool,
+            )
+            if run.exists():
+                check_compatible(run.read_manifest(), manifest)
+                run.event("resumed", volatile=manifest["volatile"], rerun_errored=rerun_errored)
+            else:
+                run.write_manifest(manifest)
+                run.plan_path.write_bytes(plan_bytes)
+                run.event("launched", volatile=manifest["volatile"])
+            plan_now = schedule(cases, run, rerun_errored=rerun_errored)
+            for record_ in plan_now.interrupted:
+                record_interrupted(
+                    run,
+                    record_.attempt_id,
+                    reason="the orchestrator stopped during this attempt after the actor "
+                    "had been shown observations; kept, never silently re-run",
+                )
+            for record_ in plan_now.restarted:
+                run.event("attempt_abandoned_before_delivery", attempt_id=record_.attempt_id)
+            if rerun_errored:
+                for item in plan_now.work:
+                    if item.attempt > 1:
+                        run.event("rerun_errored", case_id=item.case.case_id, attempt=item.attempt)
+            config = LaunchConfig(
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                settings=settings,
+                record=record,
+                launcher=launcher,
+                limits=limits,
+            )
+            counts = {"success": 0, "failure": 0, "error": 0}
+            with Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                disable=as_json,
+            ) as progress:
+                task = progress.add_task("starting", total=len(plan_now.work))
+                outcome = run_work(
+                    config,
+                    plan_now.work,
+                    workers,
+                    _progress_listener(progress, task, counts, run_dir),
+                )
+            run.event("launch_finished")
+    except ManifestConflictError as exc:
+        console.print(f"[red]refused:[/red] {exc}")
+        sys.exit(EXIT_CONFLICT)
+    except RunLockedError as exc:
+        console.print(f"[red]refused:[/red] {exc}")
+        sys.exit(EXIT_CONFLICT)
+    except OSError as exc:
+        console.print(f"[red]infrastructure error:[/red] the run directory failed: {exc}")
+        sys.exit(EXIT_INFRASTRUCTURE)
+    if outcome.unrecorded:
+        for attempt_id, reason in outcome.unrecorded:
+            console.print(f"[red]infrastructure error:[/red] {attempt_id}: {reason}")
+        sys.exit(EXIT_INFRASTRUCTURE)
+    report = build_report(run_dir)
+    if as_json:
+        sys.stdout.write(report_json(report) + "\n")
+    else:
+        _print_report(report)
+        console.print(f"run directory (private): {run_dir}")
+    sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def _settings_from(options: dict[str, Any]) -> RunSettings:
+    try:
+        return RunSettings(
+            budget_mode=cast(BudgetMode, options["budget_mode"]),
+            max_policy_calls=options["max_policy_calls"],
+            replan_interval=options["replan_interval"],
+            max_chunk=options["max_chunk"],
+            invalid_action_handling=cast(InvalidActionHandling, options["invalid_action_handling"]),
+            response_timeout_s=options["response_timeout"],
+            episode_wall_time_s=options["episode_wall_time"],
+            proprio=options["proprio"],
+            watch_mode=cast(WatchMode, options["watch_mode"]),
+            min_decisions_before_stop=options["min_decisions_before_stop"],
+            outbox_durability=cast(OutboxDurability, options["outbox_durability"]),
+        )
+    except ValueError as exc:
+        raise click.UsageError(f"settings refused: {exc}") from exc
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--profile", required=True, help="Method profile under AgentPolicies/.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The run directory itself (default: new, under the profile's results/).",
+)
+@click.option(
+    "--mailbox-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where endpoints are created (default: a new temporary directory).",
+)
+@click.option(
+    "--actor",
+    "actor",
+    default=None,
+    help="Actor command started once per episode, e.g. 'python3 a.py {endpoint}'. "
+    "Without it, launch messages are printed for external actors.",
+)
+@click.option(
+    "--budget-mode",
+    type=click.Choice(["horizon", "decisions"]),
+    default="decisions",
+    show_default=True,
+)
+@click.option("--max-policy-calls", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--replan-interval", type=click.IntRange(min=1, max=64), default=5, show_default=True)
+@click.option(
+    "--max-chunk",
+    type=click.IntRange(min=1, max=64),
+    default=None,
+    help="Most vectors a response may carry (default: the replan interval).",
+)
+@click.option(
+    "--invalid-action-handling",
+    type=click.Choice(["terminal", "feedback"]),
+    default="feedback",
+    show_default=True,
+)
+@click.option("--proprio", is_flag=True, help="Add the proprioception track (reported apart).")
+@click.option(
+    "--response-timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Seconds an actor has for each response.",
+)
+@click.option(
+    "--episode-wall-time",
+    type=click.FloatRange(min=1),
+    default=None,
+    help="Seconds of policy loop per episode (default: no limit).",
+)
+@click.option(
+    "--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify", show_default=True
+)
+@click.option(
+    "--min-decisions-before-stop",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Method persistence rule; never postpones caps.",
+)
+@click.option(
+    "--outbox-durability",
+    type=click.Choice(["atomic", "durable"]),
+    default="atomic",
+    show_default=True,
+    help="Observation files are always published atomically; 'durable' also fsyncs them.",
+)
+@click.option(
+    "--confinement",
+    type=click.Choice(["sandbox", "none"]),
+    default=None,
+    help="How each --actor process is confined (default: sandbox; refused with exit 2 "
+    "where it cannot start). 'none' runs actors unconfined, as your own user, and every "
+    "result says so. Without --actor, confinement is 'external'.",
+)
+@click.option(
+    "--actor-path",
+    "actor_paths",
+    multiple=True,
+    type=click.Path(path_type=Path, exists=True),
+    help="An extra path the sandboxed actor may read (e.g. an agent CLI's installation); "
+    "repeatable. Refused if it holds or lies inside the project, the Python environment, "
+    "the LIBERO package, the run directory or the mailbox root.",
+)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def launch(
+    plan_file: Path,
+    profile: str,
+    run_dir: Path | None,
+    mailbox_root: Path | None,
+    actor: str | None,
+    confinement: str | None,
+    actor_paths: tuple[Path, ...],
+    workers: int,
+    record: RecordMode,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Run every case of PLAN_FILE, each with a fresh blinded actor and endpoint.
+
+    Exit codes: 0 every selected case has a result; 4 the run is incomplete or holds a
+    corrupt result; 5 refused (conflicting manifest, run in use); 7 the run directory
+    failed (full, read-only): nothing partial was written; 2 usage error.
+    """
+    from mailroom.orchestrator.actors.profiles import profile_dir
+
+    settings = _settings_from(options)
+    declaration = _confinement_declaration(_load_profile(profile))
+    if run_dir is None:
+        run_dir = profile_dir(profile) / "results" / _new_run_id()
+    if mailbox_root is None:
+        mailbox_root = new_mailbox_root()
+    actor_command = shlex.split(actor) if actor is not None else None
+    if actor_command == []:
+        raise click.UsageError("--actor is empty")
+    try:
+        resolved = resolve_confinement(
+            requested=cast(ConfinementMode | None, confinement),
+            spawns_actors=actor_command is not None,
+            declaration=declaration,
+            actor_paths=tuple(str(p.resolve()) for p in actor_paths),
+        )
+    except ConfinementError as exc:
+        raise click.UsageError(str(exc)) from exc
+    _execute(
+        run_dir,
+        plan_bytes=plan_file.read_bytes(),
+        profile=profile,
+        settings=settings,
+        actor_command=actor_command,
+        mailbox_root=mailbox_root,
+        workers=workers,
+        record=record,
+        rerun_errored=False,
+        as_json=as_json,
+        confinement=resolved,
+    )
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--rerun-errored",
+    is_flag=True,
+    help="Explicitly re-run errored cases as new, recorded attempts "
+    "(never a disclosed, not-blinded attempt).",
+)
+@click.option("--mailbox-root", type=click.Path(path_type=Path), default=None)
+@click.option("--workers", type=click.IntRange(min=1), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def resume(
+    run_dir: Path,
+    rerun_errored: bool,
+    mailbox_root: Path | None,
+    workers: int | None,
+    as_json: bool,
+) -> None:
+    """Continue RUN_DIR: skip completed cases, run unattempted ones, and record any
+    attempt cut short after its actor saw observations as errored (interrupted)."""
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    manifest = run.read_manifest()
+    volatile = manifest["volatile"]
+    settings = RunSettings.model_validate(manifest["settings"])
+    _execute(
+        run_dir,
+        plan_bytes=run.plan_path.read_bytes(),
+        profile=manifest["profile"]["name"],
+        settings=settings,
+        actor_command=volatile["actor_command"],
+        mailbox_root=mailbox_root or new_mailbox_root(),
+        workers=workers or int(volatile["workers"]),
+        record=cast(RecordMode, manifest["record"]),
+        rerun_errored=rerun_errored,
+        as_json=as_json,
+        confinement=settings_of_run(manifest),
+    )
+
+
+def _print_report(report: Any) -> None:
+    title = f"{report.run_id}  ({report.profile}, plan {report.plan_kind})"
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
+    table.add_column("suite", no_wrap=True)
+    # Short headers so the table fits an 80-column terminal; the words follow below.
+    for column in (
+        "sel",
+        "compl",
+        "succ",
+        "fail",
+        "err",
+        "unatt",
+        "rate",
+        "unblind",
+        "unconf",
+    ):
+        table.add_column(column, justify="right", min_width=len(column), no_wrap=True)
+    rows = [*sorted(report.suites.items()), ("overall", report.overall)]
+    for name, t in rows:
+        rate = "n/a" if t.success_rate is None else f"{t.success_rate:.1%}"
+        table.add_row(
+            name,
+            str(t.selected),
+            str(t.completed),
+            str(t.success),
+            str(t.failure),
+            str(t.errored),
+            str(t.unattempted),
+            rate,
+            str(t.not_blinded),
+            str(t.not_confined),
+        )
+    console.print(table)
+    console.print(
+        "sel selected, compl completed, succ success, fail failure, err errored, "
+        "unatt unattempted, rate success/completed, unblind not blinded, "
+        "unconf not confined",
+        style="dim",
+    )
+    if not report.capability_score:
+        console.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
+    modes = ", ".join(f"{mode} {n}" for mode, n in report.confinement_modes.items()) or "none yet"
+    console.print(f"confinement of the attempts: {modes}", highlight=False)
+    if report.not_confined_attempts:
+        console.print(
+            f"[yellow]{len(report.not_confined_attempts)} attempts were NOT confined[/yellow] "
+            "(run unconfined with --confinement none, started externally, or recorded before "
+            "confinement existed): their actors could read what the evaluator's user can, "
+            "so their results were not confined",
+            highlight=False,
+        )
+    for bad in report.corrupt_results:
+        console.print(f"[red]corrupt result, not counted:[/red] {bad['file']}: {bad['reason']}")
+    console.print("provider usage: unknown (a file mailbox cannot meter it)")
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def report(run_dir: Path, as_json: bool) -> None:
+    """Success per suite with its denominators, from the result documents alone."""
+    from mailroom.orchestrator.results.reporter import build_report, report_json
+
+    try:
+        built = build_report(run_dir)
+    except (OSError, ValueError, KeyError) as exc:
+        raise click.UsageError(f"cannot report on {run_dir}: {exc}") from exc
+    if as_json:
+        sys.stdout.write(report_json(built) + "\n")
+    else:
+        _print_report(built)
+    sys.exit(EXIT_OK if built.complete and not built.corrupt_results else EXIT_INCOMPLETE)
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def status(run_dir: Path, as_json: bool) -> None:
+    """Where a run stands: selected, completed, in progress, unattempted."""
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.catalog.plans import parse_plan
+
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
+    latest = {r.case_id: r for r in run.attempts()}
+    state = {
+        "selected": len(cases),
+        "completed": 0,
+        "in_progress_or_interrupted": 0,
+        "corrupt": 0,
+        "unattempted": 0,
+    }
+    for case in cases:
+        record_ = latest.get(case.case_id)
+        if record_ is None:
+            state["unattempted"] += 1
+        elif record_.completed:
+            state["completed"] += 1
+        elif record_.result is None:
+            state["in_progress_or_interrupted"] += 1
+        else:
+            state["corrupt"] += 1
+    if as_json:
+        sys.stdout.write(json.dumps(state, indent=2) + "\n")
+    else:
+        table = Table(title=f"status of {run_dir.name}")
+        table.add_column("what")
+        table.add_column("cases", justify="right")
+        for key, value in state.items():
+            table.add_row(key.replace("_", " "), str(value))
+        console.print(table)
+    done = state["completed"] == state["selected"]
+    sys.exit(EXIT_OK if done else EXIT_INCOMPLETE)

@@ -1,0 +1,221 @@
+"""The `mailroom` command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import cast
+
+import click
+from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.orchestrator.sim.headless import configure_headless_rendering
+from rich.table import Table
+
+configure_headless_rendering()
+
+from mailroom.orchestrator.cli.options import EXIT_EPISODE_ERROR, EXIT_OK, console  # noqa: E402
+from mailroom.orchestrator.episode.settings import WatchMode  # noqa: E402
+from mailroom.orchestrator.results.documents import EpisodeResult  # noqa: E402
+
+
+def _new_run_dir(profile: str, label: str) -> Path:
+    from mailroom.orchestrator.actors.profiles import profile_dir
+
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return profile_dir(profile) / "results" / f"{label}-{stamp}"
+
+
+def _confinement_words(result: EpisodeResult) -> str:
+    record = result.confinement
+    if record is None:
+        return "not recorded (a v1 result): not confined"
+    if record.mode == "sandbox":
+        return f"sandbox (bubblewrap), network {record.network}"
+    return f"{record.mode}: NOT confined"
+
+
+def _print_result(result: EpisodeResult, run_dir: Path) -> None:
+    c = result.counters
+    table = Table(title="mailroom demo: one blinded episode (diagnostic actor)")
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    rows = [
+        (
+            "case",
+            f"{result.case.suite} task {result.case.task_index} "
+            f"init {result.case.init_state_index} seed {result.case.seed}",
+        ),
+        ("outcome", result.outcome),
+        ("termination", str(result.termination)),
+        ("truncation", str(result.truncation)),
+        ("policy calls", str(c.policy_calls)),
+        ("action decisions", str(c.action_decisions)),
+        ("rejected / stop responses", f"{c.rejected_responses} / {c.stop_responses}"),
+        ("executed / settling controls", f"{c.executed_controls} / {c.settling_controls}"),
+        (
+            "first success control (call)",
+            "none"
+            if c.first_success_control is None
+            else f"control {c.first_success_control} (policy call {c.first_success_policy_call})",
+        ),
+        (
+            "decision latency median",
+            "n/a" if result.latency.median_ms is None else f"{result.latency.median_ms:.1f} ms",
+        ),
+        ("provider usage", "unknown (null): a file mailbox cannot meter it"),
+        ("errors", ", ".join(e.code for e in result.errors) or "none"),
+        ("confinement", _confinement_words(result)),
+        ("wall time", f"{result.wall_time_s:.1f} s"),
+        ("run directory (private)", str(run_dir)),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    console.print(table)
+    console.print("[dim]scripted_diagnostic is infrastructure evidence, not a capability score.")
+
+
+@click.group()
+def main() -> None:
+    """Blinded evaluation of file-mailbox actors on robot-manipulation benchmarks."""
+    # Run directories and their evidence are the orchestrator's alone; outbox files are
+    # given their group-readable mode explicitly.
+    os.umask(0o077)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the episode result document.")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The run's private directory (default: new, under the profile's results/).",
+)
+@click.option(
+    "--mailbox-root",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the opaque endpoint is created (default: a new temporary directory).",
+)
+@click.option("--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify")
+@click.option(
+    "--confinement",
+    type=click.Choice(["sandbox", "none"]),
+    default="sandbox",
+    show_default=True,
+    help="Run the diagnostic actor in the sandbox, or explicitly unconfined.",
+)
+def demo(
+    as_json: bool,
+    run_dir: Path | None,
+    mailbox_root: Path | None,
+    watch_mode: str,
+    confinement: str,
+) -> None:
+    """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
+    simulator, answered by the built-in diagnostic actor in its own confined process."""
+    from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
+    from mailroom.orchestrator.actors.profiles import profile_dir
+    from mailroom.orchestrator.campaign.manifest import build_manifest
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.catalog.cases import DEMO_CASE
+    from mailroom.orchestrator.catalog.frozen import reference_horizon
+    from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+    from mailroom.orchestrator.cli.launch import build_launcher
+    from mailroom.orchestrator.episode.blinded import run_blinded_episode
+    from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
+
+    profile = "scripted_diagnostic"
+    settings = RunSettings(
+        budget_mode="decisions",
+        max_policy_calls=200,
+        replan_interval=5,
+        response_timeout_s=120.0,
+        watch_mode=cast(WatchMode, watch_mode),
+    )
+    run_dir = run_dir or _new_run_dir(profile, "demo")
+    mailbox_root = mailbox_root or new_mailbox_root()
+    if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
+        raise click.UsageError("the run directory must not be under the mailbox root")
+    run = RunDirectory(run_dir)
+    if run.exists():
+        raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
+    declaration = json.loads((profile_dir(profile) / "profile.json").read_text("utf-8"))
+    limits = ActorLimits.model_validate(declaration.get("limits", {}))
+    actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
+    chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
+    launcher = build_launcher(
+        actor,
+        confinement=chosen,
+        limits=limits,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile=profile,
+    )
+    assert launcher is not None
+    # A run of one case like any other, so report, audit and export read it.
+    plan = build_plan("task_coverage", suite=DEMO_CASE.suite, task_ids=[DEMO_CASE.task_index])
+    (case,) = plan.to_cases()
+    manifest = build_manifest(
+        run_id=run_dir.name,
+        plan_sha256=plan.plan_sha256,
+        plan_kind=plan.kind,
+        n_cases=1,
+        profile_name=profile,
+        profile_declaration=declaration,
+        settings=settings,
+        actor_command=actor,
+        record="full",
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        workers=1,
+        confinement=chosen,
+        sandbox_tool=None if launcher.sandbox is None else launcher.sandbox.tool,
+    )
+    run.write_manifest(manifest)
+    run.plan_path.write_bytes(render_plan(plan))
+    run.event("launched", volatile=manifest["volatile"])
+    adapter = LiberoAdapter(
+        control_cap=settings.control_cap(reference_horizon(case.suite).controls)
+    )
+    try:
+        with console.status("running one blinded episode on the real simulator..."):
+            result = run_blinded_episode(
+                case,
+                attempt=1,
+                settings=settings,
+                adapter=adapter,
+                run_dir=run_dir,
+                mailbox_root=mailbox_root,
+                launch_actor=launcher,
+                limits=limits,
+            )
+        run.event("launch_finished")
+    finally:
+        adapter.close()
+    if as_json:
+        sys.stdout.write(json.dumps(result.document(), indent=2, sort_keys=True) + "\n")
+    else:
+        _print_result(result, run_dir)
+    sys.exit(EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK)
+
+
+def _register() -> None:
+    """Each command family lives in its own module."""
+    from mailroom.orchestrator.cli.audit import register as register_audit
+    from mailroom.orchestrator.cli.catalog import register as register_catalog
+    from mailroom.orchestrator.cli.check import check_response
+    from mailroom.orchestrator.cli.export import export
+    from mailroom.orchestrator.cli.launch import launch, report, resume, status
+    from mailroom.orchestrator.cli.perf import bench
+
+    for command in (check_response, launch, resume, status, report, bench, export):
+        main.add_command(command)
+    register_catalog(main)
+    register_audit(main)
+
+
+_register()

@@ -1,0 +1,132 @@
+"""`mailroom bench`: the performance figures of this machine, printed from one run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from mailroom.orchestrator.cli.options import console
+from rich.table import Table
+
+TARGETS = {
+    "overhead_ms_p50": ("<=", 5.0),
+    "detect_ms_p50_inotify": ("<=", 2.0),
+    "speedup_vs_render_every_control": (">=", 3.0),
+    "workers_2_over_1": (">=", 1.7),
+}
+
+
+def _meets(value: float | None, op: str, target: float) -> str:
+    if value is None:
+        return "n/a"
+    ok = value <= target if op == "<=" else value >= target
+    return "yes" if ok else "NO"
+
+
+@click.command()
+@click.option(
+    "--decisions",
+    type=click.IntRange(min=5),
+    default=40,
+    show_default=True,
+    help="Decisions per measured episode.",
+)
+@click.option("--replan-interval", "k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option(
+    "--episodes",
+    type=click.IntRange(min=8),
+    default=24,
+    show_default=True,
+    help="Episodes for the 1- and 2-worker throughput runs (four tasks).",
+)
+@click.option(
+    "--mailbox-root",
+    "mailbox_base",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory to hold the benchmark's mailboxes, as `launch --mailbox-root` would "
+    "(default: the system's temporary directory).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object (headline keys plus details)."
+)
+def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_json: bool) -> None:
+    """Measure where each decision's time goes, on the real simulator (takes minutes)."""
+    from mailroom.orchestrator.perf.decision_costs import run_bench
+
+    with console.status("benchmarking") as status:
+        figures: dict[str, Any] = run_bench(
+            decisions=decisions,
+            k=k,
+            episodes=episodes,
+            progress=lambda what: status.update(f"benchmarking: {what}"),
+            mailbox_base=mailbox_base,
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+        return
+    details = figures["details"]
+    phases = Table(title=f"per decision at K={k} (instant actor, real mailbox)")
+    phases.add_column("phase")
+    phases.add_column("p50 ms", justify="right")
+    phases.add_column("p95 ms", justify="right")
+    for name, row in {
+        **details["mailbox"]["phases"],
+        "orchestrator overhead": details["mailbox"]["overhead"],
+    }.items():
+        phases.add_row(name, str(row["p50_ms"]), str(row["p95_ms"]))
+    console.print(phases)
+    headline = Table(title="headline figures")
+    headline.add_column("figure")
+    headline.add_column("value", justify="right")
+    headline.add_column("target")
+    headline.add_column("met")
+    for key in (
+        "overhead_ms_p50",
+        "detect_ms_p50_inotify",
+        "detect_ms_p50_polling",
+        "speedup_vs_render_every_control",
+        "workers_2_over_1",
+        "peak_rss_mb_per_worker",
+    ):
+        op, target = TARGETS.get(key, ("", 0.0))
+        headline.add_row(
+            key,
+            str(figures[key]),
+            f"{op} {target:g}" if op else "",
+            _meets(figures[key], op, target) if op else "",
+        )
+    console.print(headline)
+    console.print(
+        f"delivered images identical to the naive loop: {details['delivered_images_identical']}; "
+        f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
+        f"reused env {details['first_observation']['reused_env_s']} s"
+    )
+    starts = details["actor_start"]
+    console.print(
+        f"actor start to its first line (p50 of {starts['rounds']}): sandboxed "
+        f"{starts['sandbox_ms_p50']} ms, unconfined {starts['unconfined_ms_p50']} ms "
+        f"(the sandbox adds {starts['sandbox_added_ms_p50']} ms); that is "
+        f"{figures['sandbox_start_over_reused_reset']}x the reused simulator's start"
+    )
+    inotify = details["detection_inotify"]
+    console.print(
+        f"inotify: rename -> waiter has the name p50 {inotify['p50_ms']} ms, "
+        f"-> response claimed, parsed and validated p50 {inotify['judged_p50_ms']} ms"
+    )
+    cold = details["first_observation"]["parse_one_response_ms"]
+    console.print(
+        f"parsing one response (p50 ms): warm {cold['warm']}, right after a render "
+        f"{cold['after_render']}, after 200 ms idle {cold['after_200ms_idle']}"
+    )
+    one, two = details["workers_1"], details["workers_2"]
+    console.print(
+        f"episodes/hour over whole runs of {one['episodes']} episodes, start-up included: "
+        f"1 worker {one['episodes_per_hour']} ({one['wall_s']} s), 2 workers "
+        f"{two['episodes_per_hour']} ({two['wall_s']} s); while every worker is busy: "
+        f"{one['episodes_per_hour_all_busy']} and {two['episodes_per_hour_all_busy']} "
+        f"(ratio {details['workers_2_over_1_all_busy']})"
+    )

@@ -1,0 +1,1 @@
+"""One blinded episode: its settings, the runner's control loop, evidence, video."""

@@ -1,0 +1,186 @@
+"""One blinded episode end to end: endpoint, actor, runner, evidence, result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import reference_horizon
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner, FrameSink
+from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.video import EpisodeVideo
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.sim.libero import CAMERAS, LiberoAdapter, resolve_task
+from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed, Transport
+from mailroom.orchestrator.transport.mailbox import MailboxTransport
+from mailroom.orchestrator.transport.policy import Policy, PolicyTransport
+
+MAX_USAGE_ENTRIES = 1_000_000
+
+
+def scratch_quota(mailbox: MailboxTransport, limits: ActorLimits) -> ActorCheck:
+    """What the actor keeps in its endpoint must stay within the declared quota."""
+    max_files = limits.scratch_quota_files
+    max_bytes = None if limits.scratch_quota_mb is None else limits.scratch_quota_mb << 20
+
+    def check() -> PolicyFailed | None:
+        if max_files is None and max_bytes is None:
+            return None
+        usage = mailbox.usage((max_files or 1_000_000) + 1)
+        too_many = usage.truncated or (max_files is not None and usage.files > max_files)
+        too_big = max_bytes is not None and max(usage.bytes, usage.allocated_bytes) > max_bytes
+        if too_many or too_big:
+            return PolicyFailed(
+                "scratch_quota_exceeded",
+                f"the actor keeps {usage.files} entries and {usage.bytes} bytes in its "
+                f"endpoint; the profile allows {max_files} entries and {max_bytes} bytes",
+            )
+        return None
+
+    return check
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    runner: EpisodeRunner
+    request: EpisodeRequest
+    evidence: EpisodeEvidence
+
+
+def _prepare(
+    case: Case,
+    attempt: int,
+    settings: RunSettings,
+    adapter: LiberoAdapter,
+    run_dir: Path,
+    confinement: ConfinementSettings,
+    video: FrameSink | None = None,
+) -> _Prepared:
+    """Checks first (nothing is created if the configuration is wrong), then evidence."""
+    runner = EpisodeRunner(adapter, settings, video)
+    horizon = reference_horizon(case.suite).controls
+    runner.check_configuration(horizon)
+    request = EpisodeRequest(
+        attempt_id=case.attempt_id(attempt),
+        case_id=case.case_id,
+        identity=resolve_task(case.suite, case.task_index, case.task_order_index),
+        init_state_index=case.init_state_index,
+        seed=case.seed,
+        reference_horizon=horizon,
+        confinement=ConfinementRecord.of(confinement),
+    )
+    evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id)
+    return _Prepared(runner, request, evidence)
+
+
+def run_blinded_episode(
+    case: Case,
+    *,
+    attempt: int,
+    settings: RunSettings,
+    adapter: LiberoAdapter,
+    run_dir: Path,
+    mailbox_root: Path,
+    launch_actor: ActorLauncher | None,
+    on_launch_message: Callable[[str], None] | None = None,
+    record: RecordMode = "full",
+    limits: ActorLimits | None = None,
+) -> EpisodeResult:
+    """Run `case` against a fresh actor through a fresh opaque endpoint.
+
+    With no launcher, an external actor is handed the launch message by the coordinator
+    (`on_launch_message` receives it; it is also kept privately) and the attempt's
+    confinement is `external`. `record="full"` adds an MP4 per camera of every executed
+    control (cameras then render every control).
+    """
+    confinement = (
+        ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
+    )
+    video = EpisodeVideo(run_dir / "episodes" / case.attempt_id(attempt), CAMERAS)
+    prepared = _prepare(
+        case, attempt, settings, adapter, run_dir, confinement, video if record == "full" else None
+    )
+    adapter.record_frames = record == "full"
+    evidence = prepared.evidence
+    identity = None if launch_actor is None else launch_actor.identity()
+    endpoint = create_endpoint(mailbox_root, actor_gid=None if identity is None else identity.gid)
+    instructions = render_instructions(str(endpoint.root))
+    # The endpoint-to-case mapping lives only here, in the private run directory.
+    evidence.write_private(
+        "endpoint.json",
+        {"endpoint": str(endpoint.root), "token": endpoint.token, "case": case.model_dump()},
+    )
+    evidence.write_private("launch_message.json", {"instructions": instructions})
+    mailbox = MailboxTransport(
+        endpoint,
+        evidence,
+        watch_mode=settings.watch_mode,
+        keep_images=record == "full",
+        outbox_durability=settings.outbox_durability,
+    )
+    checks = [scratch_quota(mailbox, limits or ActorLimits())]
+    transport: Transport = ActorGuard(mailbox, lambda: True, checks)
+    actor: ActorHandle | None = None
+    try:
+        if launch_actor is not None and identity is not None:
+            actor = launch_actor.start(endpoint, instructions, identity, evidence.directory)
+            evidence.event("actor_started", **actor.description())
+            transport = ActorGuard(mailbox, actor.alive, checks)
+        elif on_launch_message is not None:
+            on_launch_message(instructions)
+        result = prepared.runner.run(prepared.request, transport, evidence)
+        if record == "full":
+            videos = video.finish()
+            evidence.event("videos_written", videos={c: v.document() for c, v in videos.items()})
+    finally:
+        video.abort()
+        if actor is not None:
+            status = actor.stop()
+            # What it left in its endpoint once it ended (the quota is checked while it
+            # runs; this records what it wrote between the last check and its end).
+            left = mailbox.usage(MAX_USAGE_ENTRIES)
+            evidence.event(
+                "actor_stopped",
+                exit_status=status,
+                endpoint_usage={
+                    "entries": left.files,
+                    "bytes": left.bytes,
+                    "allocated_bytes": left.allocated_bytes,
+                    "truncated": left.truncated,
+                },
+                **actor.stop_details(),
+            )
+        mailbox.sweep_late()  # what the actor wrote between the close and its end
+        endpoint.held.close()
+        evidence.close()
+    evidence.write_result(result)
+    return result
+
+
+def run_in_process_episode(
+    case: Case,
+    *,
+    attempt: int,
+    settings: RunSettings,
+    adapter: LiberoAdapter,
+    run_dir: Path,
+    policy: Policy,
+) -> EpisodeResult:
+    """The same episode with an in-process `Policy.act` instead of a mailbox actor."""
+    adapter.record_frames = False
+    # The policy runs inside the orchestrator's own process: nothing confines it.
+    prepared = _prepare(case, attempt, settings, adapter, run_dir, ConfinementSettings(mode="none"))
+    try:
+        transport = PolicyTransport(policy, prepared.evidence)
+        result = prepared.runner.run(prepared.request, transport, prepared.evidence)
+    finally:
+        prepared.evidence.close()
+    prepared.evidence.write_result(result)
+    return result

@@ -1,0 +1,416 @@
+"""The episode runner: budgets, counters, stop, invalid-action feedback, typed endings.
+
+Counters are counted where things happen, never inferred. The outcome is the native
+scorer's alone: `success` only on native success, `error` only for typed errors.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol
+
+from mailroom.mailbox.anchor import EndpointTamperedError
+from mailroom.mailbox.feedback import bounded_feedback
+from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
+from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
+from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.perf.phase_clock import CLOCK
+from mailroom.orchestrator.results.documents import (
+    CaseRecord,
+    Counters,
+    EpisodeResult,
+    Latency,
+    Outcome,
+    SettingsRecord,
+    Termination,
+    Truncation,
+    TypedError,
+    Usage,
+)
+from mailroom.orchestrator.sim.libero import (
+    ACTION_LAYOUT,
+    CONTROL_HZ,
+    SETTLING_CONTROLS,
+    Capture,
+    EpisodeStart,
+    Image,
+    LiberoAdapter,
+    SimulatorError,
+    TaskIdentity,
+)
+from mailroom.orchestrator.transport.base import Delivery, PolicyFailed, TimedOut, Transport
+
+
+@dataclass
+class _State:
+    counters: Counters
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[TypedError] = field(default_factory=list)
+    termination: Termination | None = None
+    truncation: Truncation | None = None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class EpisodeRequest:
+    attempt_id: str
+    case_id: str
+    identity: TaskIdentity
+    init_state_index: int
+    seed: int
+    reference_horizon: int
+    # How the actor answering this episode was confined (an in-process policy: `none`).
+    confinement: ConfinementRecord
+
+
+def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
+    """The limits an episode ran under, as its result document discloses them."""
+    return SettingsRecord(
+        budget_mode=settings.budget_mode,
+        max_policy_calls=settings.max_policy_calls,
+        replan_interval=settings.replan_interval,
+        max_chunk=settings.chunk_limit,
+        control_cap=control_cap,
+        invalid_action_handling=settings.invalid_action_handling,
+        response_timeout_s=settings.response_timeout_s,
+        episode_wall_time_s=settings.episode_wall_time_s,
+        proprio=settings.proprio,
+        settling_controls=SETTLING_CONTROLS,
+    )
+
+
+class FrameSink(Protocol):
+    """Receives the camera frames of every executed control (video evidence)."""
+
+    def add(self, frames: Mapping[str, Image]) -> None: ...
+
+
+class EpisodeRunner:
+    def __init__(
+        self, adapter: LiberoAdapter, settings: RunSettings, video: FrameSink | None = None
+    ) -> None:
+        self.adapter = adapter
+        self.settings = settings
+        self.video = video
+
+    def check_configuration(self, reference_horizon: int) -> None:
+        """Adapter and runner must agree on the cap before any episode starts."""
+        self.settings.check_adapter_cap(self.adapter.control_cap, reference_horizon)
+
+    def run(
+        self, request: EpisodeRequest, transport: Transport, evidence: EpisodeEvidence
+    ) -> EpisodeResult:
+        settings = self.settings
+        control_cap = settings.control_cap(request.reference_horizon)
+        self.check_configuration(request.reference_horizon)
+        started_at, t0 = _now(), time.monotonic()
+        state = _State(counters=Counters())
+        start: EpisodeStart | None = None
+        last_sequence = 0
+        try:
+            start = self.adapter.start_episode(
+                request.identity, request.init_state_index, request.seed
+            )
+            state.counters.settling_controls = start.settling_controls
+            with CLOCK.phase("settle_heap"):
+                settle_heap()
+            evidence.event(
+                "episode_started",
+                settling_controls=start.settling_controls,
+                success_during_settling=start.success_during_settling,
+            )
+            # The wall-time limit covers the policy loop, not reset and settling.
+            last_sequence = self._policy_loop(
+                request, start, transport, evidence, state, time.monotonic()
+            )
+        except EndpointTamperedError as exc:
+            state.termination = "protocol_error"
+            state.errors.append(
+                TypedError(
+                    kind="protocol_error",
+                    code=exc.reason.value,
+                    message=str(exc)[:2000],
+                    # the call whose observation could not be published
+                    policy_call=state.counters.policy_calls + 1,
+                )
+            )
+        except (SimulatorError, OSError) as exc:
+            state.termination = "infrastructure_error"
+            state.errors.append(
+                TypedError(
+                    kind="infrastructure_error",
+                    code="simulator_exception" if isinstance(exc, SimulatorError) else "io_error",
+                    message=str(exc)[:2000],
+                    policy_call=state.counters.policy_calls or None,
+                )
+            )
+        finally:
+            thaw_heap()
+            transport.close(last_sequence)
+        outcome: Outcome
+        if state.termination == "native_success":
+            outcome = "success"
+        elif state.errors:
+            outcome = "error"
+        else:
+            outcome = "failure"
+        ident = request.identity
+        result = EpisodeResult(
+            attempt_id=request.attempt_id,
+            case_id=request.case_id,
+            outcome=outcome,
+            termination=state.termination,
+            truncated=state.truncation is not None,
+            truncation=state.truncation,
+            counters=state.counters,
+            latency=Latency(
+                samples=len(state.latencies_ms),
+                median_ms=statistics.median(state.latencies_ms) if state.latencies_ms else None,
+                max_ms=max(state.latencies_ms) if state.latencies_ms else None,
+                total_ms=sum(state.latencies_ms),
+            ),
+            usage=Usage(),
+            errors=state.errors,
+            case=CaseRecord(
+                benchmark=ident.benchmark,
+                suite=ident.suite,
+                task_index=ident.task_index,
+                task_name=ident.task_name,
+                instruction=ident.instruction,
+                init_state_index=request.init_state_index,
+                task_order_index=ident.task_order_index,
+                seed=request.seed,
+                bddl_sha256=ident.bddl_sha256,
+                init_states_sha256=ident.init_states_sha256,
+                state_sha256=start.state_sha256 if start else "0" * 64,
+            ),
+            settings=settings_record(settings, control_cap),
+            blinded=True,
+            confinement=request.confinement,
+            started_at=started_at,
+            finished_at=_now(),
+            wall_time_s=round(time.monotonic() - t0, 3),
+        )
+        evidence.event(
+            "episode_finished",
+            outcome=result.outcome,
+            termination=result.termination,
+            truncation=result.truncation,
+            counters=result.counters.model_dump(),
+        )
+        return result
+
+    def _policy_loop(
+        self,
+        request: EpisodeRequest,
+        start: EpisodeStart,
+        transport: Transport,
+        evidence: EpisodeEvidence,
+        state: _State,
+        t0: float,
+    ) -> int:
+        settings = self.settings
+        c = state.counters
+        control_cap = settings.control_cap(request.reference_horizon)
+        limits = ActionLimits(max_chunk=settings.chunk_limit)
+        spec = ActionSpec(
+            layout=list(ACTION_LAYOUT),
+            control_hz=CONTROL_HZ,
+            replan_interval=settings.replan_interval,
+            max_chunk=settings.chunk_limit,
+        )
+        # In horizon mode the cap is the suite's reference horizon: publishing it would
+        # tell the actor which suite it is in, so actors see it only in decisions mode.
+        public_cap = control_cap if settings.budget_mode == "decisions" else None
+        capture: Capture = start.capture
+        feedback: Feedback | None = None
+        sequence = 0
+        while True:
+            if (
+                settings.max_policy_calls is not None
+                and c.policy_calls >= settings.max_policy_calls
+            ):
+                state.truncation = "policy_call_cap"
+                return sequence
+            if c.executed_controls >= control_cap:
+                state.truncation = "control_cap"
+                return sequence
+            wall_left = self._wall_left(t0)
+            if wall_left is not None and wall_left <= 0:
+                state.truncation = "wall_time"
+                return sequence
+            sequence += 1
+            delivery = Delivery(
+                sequence=sequence,
+                request_id=secrets.token_hex(16),
+                instruction=request.identity.instruction,
+                capture=capture,
+                action_spec=spec,
+                # The runner's own counts, of the right types by construction: built
+                # without pydantic's validation, which costs ~1 ms on this path cold.
+                counters=PublicCounters.model_construct(
+                    policy_calls=c.policy_calls,
+                    max_policy_calls=settings.max_policy_calls,
+                    executed_controls=c.executed_controls,
+                    max_controls=public_cap,
+                    rejected_responses=c.rejected_responses,
+                ),
+                feedback=feedback,
+            )
+            transport.deliver(delivery)
+            CLOCK.end_cycle()
+            published = time.monotonic()
+            with CLOCK.phase("after_publication"):
+                evidence.write_steps()  # the last chunk's rows, while the actor works
+            timeout = settings.response_timeout_s
+            if wall_left is not None:
+                timeout = min(timeout, wall_left)
+            decision = transport.await_decision(delivery, limits, timeout)
+            CLOCK.begin_cycle()
+            if isinstance(decision, TimedOut):
+                if wall_left is not None and wall_left <= settings.response_timeout_s:
+                    state.truncation = "wall_time"
+                else:
+                    state.termination = "actor_timeout"
+                    state.errors.append(
+                        TypedError(
+                            kind="actor_timeout",
+                            code="response_deadline_missed",
+                            message=f"no response within {timeout:.1f} s",
+                            policy_call=c.policy_calls + 1,
+                        )
+                    )
+                return sequence
+            # A policy call is an observation answered by a judged response (accepted or
+            # rejected): a missing answer or a transport break ends the episode instead,
+            # typed and tied to the call it happened in, so that
+            # policy_calls == action_decisions + rejected_responses + stop_responses.
+            if isinstance(decision, PolicyFailed):
+                state.termination = "policy_error"
+                state.errors.append(
+                    TypedError(
+                        kind="policy_error",
+                        code=decision.code,
+                        message=decision.message,
+                        policy_call=c.policy_calls + 1,
+                    )
+                )
+                return sequence
+            if isinstance(decision, ProtocolError):
+                state.termination = "protocol_error"
+                state.errors.append(
+                    TypedError(
+                        kind="protocol_error",
+                        code=decision.reason.value,
+                        message=decision.message,
+                        policy_call=c.policy_calls + 1,
+                    )
+                )
+                return sequence
+            c.policy_calls += 1
+            state.latencies_ms.append((time.monotonic() - published) * 1000.0)
+            if isinstance(decision, Invalid):
+                c.rejected_responses += 1
+                if settings.invalid_action_handling == "terminal":
+                    state.termination = "policy_error"
+                    state.errors.append(
+                        TypedError(
+                            kind="policy_error",
+                            code=decision.reason,
+                            message="; ".join(i.message for i in decision.issues)[:2000],
+                            policy_call=c.policy_calls,
+                        )
+                    )
+                    return sequence
+                feedback = bounded_feedback(sequence, decision.issues)
+                continue  # same capture, nothing executed
+            assert isinstance(decision, Accepted)
+            feedback = None
+            if decision.decision == "stop":
+                c.stop_responses += 1
+                if c.action_decisions >= settings.min_decisions_before_stop:
+                    state.termination = "actor_stop"
+                    return sequence
+                feedback = bounded_feedback(
+                    sequence,
+                    (
+                        Issue(
+                            "stop_deferred",
+                            "this method's persistence rule needs "
+                            f"{settings.min_decisions_before_stop} action decisions before stop",
+                        ),
+                    ),
+                )
+                continue
+            c.action_decisions += 1
+            capture_next = self._execute(decision, control_cap, state, evidence, sequence)
+            if state.termination == "native_success":
+                return sequence
+            if capture_next is not None:
+                capture = capture_next
+
+    def _wall_left(self, t0: float) -> float | None:
+        limit = self.settings.episode_wall_time_s
+        return None if limit is None else limit - (time.monotonic() - t0)
+
+    def _execute(
+        self,
+        decision: Accepted,
+        control_cap: int,
+        state: _State,
+        evidence: EpisodeEvidence,
+        sequence: int,
+    ) -> Capture | None:
+        """Run the declared prefix; render only if another observation will follow."""
+        c = state.counters
+        settings = self.settings
+        prefix = decision.actions[
+            : min(settings.replan_interval, control_cap - c.executed_controls)
+        ]
+        calls_left = settings.max_policy_calls is None or c.policy_calls < settings.max_policy_calls
+        observe_after = calls_left and c.executed_controls + len(prefix) < control_cap
+        capture: Capture | None = None
+        executed = 0
+        for i, action in enumerate(prefix):
+            last = i == len(prefix) - 1
+            result = self.adapter.step(action, observe=last and observe_after)
+            executed += 1
+            c.executed_controls += 1
+            step: dict[str, object] = {
+                "frame_index": c.executed_controls - 1,
+                "policy_call": c.policy_calls,
+                "action": list(action),
+                "native_success": result.success,
+            }
+            if result.state is not None:
+                step["state"] = list(result.state)
+            evidence.step(step)
+            if self.video is not None and result.frames is not None:
+                self.video.add(result.frames)
+            if result.success:
+                c.first_success_control = c.executed_controls
+                c.first_success_policy_call = c.policy_calls
+                state.termination = "native_success"
+                break
+            capture = result.capture
+        # Written once the next observation is out (or with the episode's next record).
+        evidence.defer_event(
+            "actions_executed",
+            sequence=sequence,
+            chunk_length=len(decision.actions),
+            executed_prefix=[list(a) for a in decision.actions[:executed]],
+            executed_controls_total=c.executed_controls,
+            native_success=state.termination == "native_success",
+        )
+        return capture

@@ -1,0 +1,182 @@
+"""The episode result document (`mailroom.episode_result/v2`): private, written last.
+
+Version 2 adds the attempt's confinement. Results written before it (`v1`) still load
+and report: their `confinement` is None, which reports as not confined (before v2 every
+spawned actor ran as the evaluator's own user).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, ClassVar, Literal
+
+from mailroom.mailbox.messages import WireComplete
+from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.episode.settings import BudgetMode, InvalidActionHandling
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
+RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA)
+Outcome = Literal["success", "failure", "error"]
+Termination = Literal[
+    "native_success",
+    "actor_stop",
+    "policy_error",
+    "protocol_error",
+    "actor_timeout",
+    "infrastructure_error",
+]
+Truncation = Literal["control_cap", "policy_call_cap", "wall_time"]
+ErrorKind = Literal[
+    "policy_error", "protocol_error", "actor_timeout", "infrastructure_error", "interrupted"
+]
+NonNegative = Annotated[int, Field(ge=0)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+def _rfc3339(value: str) -> str:
+    """A date-time as the frozen schema's `format: date-time` means it (with a zone)."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not an RFC 3339 date-time") from exc
+    if parsed.tzinfo is None or "T" not in value.upper():
+        raise ValueError(f"{value!r} is not an RFC 3339 date-time with a time zone")
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_rfc3339)]
+
+
+class Strict(WireComplete):
+    model_config = ConfigDict(extra="forbid")
+
+
+# The counters that add up across episodes (first-success fields are per episode).
+SUMMED_COUNTERS = (
+    "policy_calls",
+    "action_decisions",
+    "rejected_responses",
+    "stop_responses",
+    "executed_controls",
+    "settling_controls",
+)
+
+
+class Counters(Strict):
+    policy_calls: NonNegative = 0
+    action_decisions: NonNegative = 0
+    rejected_responses: NonNegative = 0
+    stop_responses: NonNegative = 0
+    executed_controls: NonNegative = 0
+    settling_controls: NonNegative = 0
+    first_success_control: Annotated[int, Field(ge=1)] | None = None
+    first_success_policy_call: Annotated[int, Field(ge=1)] | None = None
+
+
+class Latency(Strict):
+    samples: NonNegative
+    median_ms: Annotated[float, Field(ge=0)] | None
+    max_ms: Annotated[float, Field(ge=0)] | None
+    total_ms: Annotated[float, Field(ge=0)]
+
+
+class Usage(Strict):
+    """A file mailbox cannot meter provider activity: explicit nulls, never zeros."""
+
+    provider_requests: None = None
+    input_tokens: None = None
+    output_tokens: None = None
+    cost: None = None
+    source: Literal["unavailable_file_mailbox"] = "unavailable_file_mailbox"
+
+
+class TypedError(Strict):
+    kind: ErrorKind
+    code: Annotated[str, Field(pattern=r"^[a-z_]{1,60}$")]
+    message: Annotated[str, Field(max_length=2000)]
+    policy_call: Annotated[int, Field(ge=1)] | None
+
+
+class CaseRecord(Strict):
+    benchmark: str
+    suite: str
+    task_index: NonNegative
+    task_name: str
+    instruction: str
+    init_state_index: NonNegative
+    task_order_index: NonNegative
+    seed: int
+    bddl_sha256: Sha256
+    init_states_sha256: Sha256
+    state_sha256: Sha256
+
+
+class SettingsRecord(Strict):
+    budget_mode: BudgetMode
+    max_policy_calls: Annotated[int, Field(ge=1)] | None
+    replan_interval: Annotated[int, Field(ge=1)]
+    max_chunk: Annotated[int, Field(ge=1)]
+    control_cap: Annotated[int, Field(ge=1)]
+    invalid_action_handling: InvalidActionHandling
+    response_timeout_s: Annotated[float, Field(gt=0)]
+    episode_wall_time_s: Annotated[float, Field(gt=0)] | None
+    proprio: bool
+    settling_controls: NonNegative
+
+
+class EpisodeResult(Strict):
+    schema_: Literal["mailroom.episode_result/v1", "mailroom.episode_result/v2"] = Field(
+        default=RESULT_SCHEMA, alias="schema"
+    )
+    attempt_id: Annotated[str, Field(min_length=1)]
+    case_id: Annotated[str, Field(min_length=1)]
+    outcome: Outcome
+    termination: Termination | None
+    truncated: bool
+    truncation: Truncation | None
+    counters: Counters
+    latency: Latency
+    usage: Usage
+    errors: list[TypedError]
+    case: CaseRecord
+    settings: SettingsRecord
+    blinded: bool
+    confinement: ConfinementRecord | None = None
+    started_at: Timestamp
+    finished_at: Timestamp
+    wall_time_s: Annotated[float, Field(ge=0)]
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # A v1 document has no confinement field; a v2 one must (checked below).
+    _may_be_absent: ClassVar[frozenset[str]] = frozenset({"confinement"})
+
+    @model_validator(mode="after")
+    def _confinement_by_version(self) -> EpisodeResult:
+        if (self.schema_ == RESULT_SCHEMA) != (self.confinement is not None):
+            raise ValueError(
+                "a v2 result records its confinement; a v1 result has no confinement field"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_v1_confinement(self, handler: SerializerFunctionWrapHandler) -> object:
+        data = handler(self)
+        if isinstance(data, dict) and self.schema_ == RESULT_SCHEMA_V1:
+            data.pop("confinement", None)
+        return data
+
+    @property
+    def confined(self) -> bool:
+        return self.confinement is not None and self.confinement.mode == "sandbox"
+
+    def document(self) -> dict[str, object]:
+        return self.model_dump(mode="json", by_alias=True)

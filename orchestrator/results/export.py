@@ -1,0 +1,512 @@
+"""Export a run as two Parquet tables: `episodes.parquet` and `steps.parquet`.
+
+episodes: one row per result document, in plan order then attempt order; earlier
+attempts of a case are kept and flagged `superseded`. Video columns hold each camera's
+MP4 path relative to the run directory, or null.
+
+steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
+LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
+`observation.state` (only when the run's proprio track was on), `next.done`,
+`next.success`, plus `policy_call`.
+
+Corrupt or missing result documents and unusable steps files are skipped and listed;
+an episode whose steps are missing or skipped still has its episodes row (`steps` null).
+Both files are written under temporary names in the output directory and renamed whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.parquet as pq
+from mailroom.mailbox.publish import fsync_directory
+from mailroom.orchestrator.campaign.manifest import manifest_errors
+from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
+from mailroom.orchestrator.episode.video import VIDEOS_DIR
+from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
+from mailroom.orchestrator.results.reporter import disclosed_attempts
+from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, CONTROL_HZ
+
+EXPORT_FORMAT = "mailroom.export/v1"
+STEPS_FILE = "steps.jsonl"
+EPISODES_PARQUET = "episodes.parquet"
+STEPS_PARQUET = "steps.parquet"
+DEFAULT_EXPORT_DIR = "export"
+FPS = CONTROL_HZ
+ACTION_DIM = len(ACTION_LAYOUT)
+STATE_LAYOUT: tuple[str, ...] = (
+    *(f"joint_{i}" for i in range(7)),
+    "gripper_finger_left",
+    "gripper_finger_right",
+)
+STATE_DIM = len(STATE_LAYOUT)
+ROWS_PER_GROUP = 65536
+COUNTERS = SUMMED_COUNTERS
+
+
+class ExportError(Exception):
+    """The run cannot be exported at all; the message is meant for people."""
+
+
+class StepsFileError(ValueError):
+    """A steps.jsonl that does not hold what the runner promises; the file is skipped."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    file: str  # relative to the run directory
+    reason: str
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    out_dir: Path
+    episodes_file: Path
+    steps_file: Path
+    episodes: int
+    steps: int
+    proprio: bool
+    cameras: tuple[str, ...]
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "format": "parquet",
+            "out": str(self.out_dir),
+            "files": {"episodes": str(self.episodes_file), "steps": str(self.steps_file)},
+            "rows": {"episodes": self.episodes, "steps": self.steps},
+            "proprio": self.proprio,
+            "cameras": list(self.cameras),
+            "skipped": [{"file": s.file, "reason": s.reason} for s in self.skipped],
+        }
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """One episode's steps as arrays, in control order."""
+
+    frame_index: npt.NDArray[np.int64]
+    policy_call: npt.NDArray[np.int64]
+    action: npt.NDArray[np.float32]
+    success: npt.NDArray[np.bool_]
+    state: npt.NDArray[np.float32] | None
+
+    def __len__(self) -> int:
+        return len(self.frame_index)
+
+
+@dataclass(frozen=True)
+class _Episode:
+    index: int
+    attempt: int
+    directory: Path
+    result: EpisodeResult
+    superseded: bool
+
+
+# steps.jsonl ---------------------------------------------------------------------------
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _vector(value: object, size: int, what: str) -> list[float]:
+    if not isinstance(value, list) or len(value) != size:
+        raise StepsFileError(f"{what} must be a list of {size} numbers")
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
+            raise StepsFileError(f"{what} must hold finite numbers only")
+        out.append(float(item))
+    return out
+
+
+def _int(value: object, minimum: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StepsFileError(f"{what} must be an integer >= {minimum}")
+    return value
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """Complete lines; a torn last line (no newline: the writer stopped mid-line) is dropped."""
+    lines = data.split(b"\n")
+    lines.pop()  # after the final newline, or the torn remainder
+    return lines
+
+
+def read_steps(path: Path, *, proprio: bool) -> StepRows:
+    """Parse one attempt's steps.jsonl as the runner writes it, one line per control."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StepsFileError(f"unreadable: {exc.strerror or exc}") from exc
+    frame_index: list[int] = []
+    policy_call: list[int] = []
+    actions: list[list[float]] = []
+    success: list[bool] = []
+    states: list[list[float]] = []
+    for number, line in enumerate(_lines(data), start=1):
+        where = f"line {number}"
+        try:
+            record = json.loads(line, parse_constant=_no_constants)
+        except ValueError as exc:
+            raise StepsFileError(f"{where}: not JSON: {exc}") from exc
+        if not isinstance(record, dict):
+            raise StepsFileError(f"{where}: not a JSON object")
+        index = _int(record.get("frame_index"), 0, f"{where}: frame_index")
+        if index != len(frame_index):
+            raise StepsFileError(f"{where}: frame_index {index}, expected {len(frame_index)}")
+        call = _int(record.get("policy_call"), 1, f"{where}: policy_call")
+        if policy_call and call < policy_call[-1]:
+            raise StepsFileError(f"{where}: policy_call went back from {policy_call[-1]}")
+        done = record.get("native_success")
+        if not isinstance(done, bool):
+            raise StepsFileError(f"{where}: native_success must be true or false")
+        frame_index.append(index)
+        policy_call.append(call)
+        actions.append(_vector(record.get("action"), ACTION_DIM, f"{where}: action"))
+        success.append(done)
+        if proprio:
+            states.append(_vector(record.get("state"), STATE_DIM, f"{where}: state"))
+        elif "state" in record:
+            raise StepsFileError(f"{where}: holds a state, but the run's proprio track was off")
+    return StepRows(
+        frame_index=np.asarray(frame_index, dtype=np.int64),
+        policy_call=np.asarray(policy_call, dtype=np.int64),
+        action=np.asarray(actions, dtype=np.float32).reshape(-1, ACTION_DIM),
+        success=np.asarray(success, dtype=np.bool_),
+        state=np.asarray(states, dtype=np.float32).reshape(-1, STATE_DIM) if proprio else None,
+    )
+
+
+# schemas -------------------------------------------------------------------------------
+
+
+def steps_schema(proprio: bool) -> pa.Schema:
+    fields = [
+        pa.field("episode_index", pa.int64(), nullable=False),
+        pa.field("frame_index", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.float32(), nullable=False),
+        pa.field("action", pa.list_(pa.float32(), ACTION_DIM), nullable=False),
+    ]
+    if proprio:
+        fields.append(
+            pa.field("observation.state", pa.list_(pa.float32(), STATE_DIM), nullable=False)
+        )
+    fields += [
+        pa.field("next.done", pa.bool_(), nullable=False),
+        pa.field("next.success", pa.bool_(), nullable=False),
+        pa.field("policy_call", pa.int64(), nullable=False),
+    ]
+    return pa.schema(fields)
+
+
+def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
+    text, integer = pa.string(), pa.int64()
+    fields = [
+        ("episode_index", integer),
+        ("attempt_id", text),
+        ("case_id", text),
+        ("attempt", integer),
+        ("superseded", pa.bool_()),
+        ("benchmark", text),
+        ("suite", text),
+        ("task_index", integer),
+        ("task_name", text),
+        ("instruction", text),
+        ("init_state_index", integer),
+        ("task_order_index", integer),
+        ("seed", integer),
+        ("outcome", text),
+        ("termination", text),
+        ("truncated", pa.bool_()),
+        ("truncation", text),
+        *((name, integer) for name in COUNTERS),
+        ("first_success_control", integer),
+        ("first_success_policy_call", integer),
+        ("error_codes", pa.list_(text)),
+        ("blinded", pa.bool_()),
+        ("leak_disclosed", pa.bool_()),
+        ("confinement", text),
+        ("proprio", pa.bool_()),
+        ("bddl_sha256", text),
+        ("init_states_sha256", text),
+        ("state_sha256", text),
+        ("started_at", text),
+        ("finished_at", text),
+        ("wall_time_s", pa.float64()),
+        ("steps", integer),
+        *((f"videos.{camera}", text) for camera in cameras),
+    ]
+    return pa.schema(fields)
+
+
+def _metadata(manifest: dict[str, Any], proprio: bool, cameras: Sequence[str]) -> dict[str, str]:
+    layout: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
+        "run_id": manifest.get("run_id"),
+        "fps": FPS,
+        "action_names": list(ACTION_LAYOUT),
+        "cameras": list(cameras),
+        "proprio": proprio,
+    }
+    if proprio:
+        layout["state_names"] = list(STATE_LAYOUT)
+    return {"mailroom": json.dumps(layout, sort_keys=True)}
+
+
+# writing -------------------------------------------------------------------------------
+
+
+@contextmanager
+def _published(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path`, renamed onto it only if the block succeeds."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        yield temporary
+        fd = os.open(temporary, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+
+
+class _StepsWriter:
+    """Buffers a bounded number of step rows, then writes them as one row group."""
+
+    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
+        self._writer = writer
+        self._schema = schema
+        self._pending: list[tuple[int, StepRows]] = []
+        self._pending_rows = 0
+        self.rows = 0
+
+    def add(self, episode_index: int, steps: StepRows) -> None:
+        if len(steps) == 0:
+            return
+        self._pending.append((episode_index, steps))
+        self._pending_rows += len(steps)
+        if self._pending_rows >= ROWS_PER_GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        self._writer.write_table(self._table())
+        self.rows += self._pending_rows
+        self._pending, self._pending_rows = [], 0
+
+    def _table(self) -> pa.Table:
+        parts = self._pending
+        frame_index = np.concatenate([s.frame_index for _, s in parts])
+        done = np.concatenate([np.arange(len(s)) == len(s) - 1 for _, s in parts])
+        columns: dict[str, pa.Array] = {
+            "episode_index": pa.array(
+                np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in parts])
+            ),
+            "frame_index": pa.array(frame_index),
+            "timestamp": pa.array((frame_index / FPS).astype(np.float32)),
+            "action": _fixed_list(np.concatenate([s.action for _, s in parts]), ACTION_DIM),
+        }
+        if "observation.state" in self._schema.names:
+            states = [s.state for _, s in parts]
+            columns["observation.state"] = _fixed_list(
+                np.concatenate([x for x in states if x is not None]), STATE_DIM
+            )
+        columns["next.done"] = pa.array(done)
+        columns["next.success"] = pa.array(np.concatenate([s.success for _, s in parts]))
+        columns["policy_call"] = pa.array(np.concatenate([s.policy_call for _, s in parts]))
+        return pa.Table.from_pydict(columns, schema=self._schema)
+
+
+def _fixed_list(matrix: npt.NDArray[np.float32], size: int) -> pa.Array:
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), size)
+
+
+# the run -------------------------------------------------------------------------------
+
+
+def _relative(run: RunDirectory, path: Path) -> str:
+    return path.relative_to(run.root).as_posix()
+
+
+def _episodes(
+    run: RunDirectory, plan_order: dict[str, int]
+) -> tuple[list[_Episode], list[Skipped]]:
+    skipped: list[Skipped] = []
+    found: list[tuple[int, int, Path, EpisodeResult]] = []
+    for record in run.attempts():
+        result_file = _relative(run, record.directory / "result.json")
+        if record.result is None:
+            skipped.append(Skipped(result_file, "missing: the attempt is in progress or ended"))
+        elif isinstance(record.result, CorruptResult):
+            skipped.append(Skipped(result_file, f"corrupt: {record.result.reason}"))
+        elif record.result.attempt_id != record.attempt_id:
+            reason = f"names attempt {record.result.attempt_id}, not its directory's"
+            skipped.append(Skipped(result_file, reason))
+        elif record.case_id not in plan_order:
+            skipped.append(Skipped(result_file, "its case is not in the run's plan"))
+        else:
+            found.append(
+                (plan_order[record.case_id], record.attempt, record.directory, record.result)
+            )
+    found.sort(key=lambda item: (item[0], item[1]))
+    last_attempt = {result.case_id: attempt for _, attempt, _, result in found}
+    episodes = [
+        _Episode(n, attempt, directory, result, attempt != last_attempt[result.case_id])
+        for n, (_, attempt, directory, result) in enumerate(found)
+    ]
+    return episodes, skipped
+
+
+def _steps_for(episode: _Episode, proprio: bool) -> StepRows | None:
+    """The episode's steps, None when it has no steps.jsonl; raises StepsFileError."""
+    path = episode.directory / STEPS_FILE
+    if not path.exists():
+        return None
+    steps = read_steps(path, proprio=proprio)
+    result = episode.result
+    if result.outcome != "error" and len(steps) != result.counters.executed_controls:
+        raise StepsFileError(
+            f"{len(steps)} steps for {result.counters.executed_controls} executed controls"
+        )
+    return steps
+
+
+def _video_paths(run: RunDirectory, episode: _Episode, cameras: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for camera in cameras:
+        path = episode.directory / VIDEOS_DIR / f"{camera}.mp4"
+        out[f"videos.{camera}"] = _relative(run, path) if path.is_file() else None
+    return out
+
+
+def _episode_row(
+    run: RunDirectory,
+    episode: _Episode,
+    *,
+    disclosed: set[str],
+    steps: int | None,
+    cameras: Sequence[str],
+) -> dict[str, Any]:
+    r = episode.result
+    c = r.counters
+    leaked = r.attempt_id in disclosed
+    return {
+        "episode_index": episode.index,
+        "attempt_id": r.attempt_id,
+        "case_id": r.case_id,
+        "attempt": episode.attempt,
+        "superseded": episode.superseded,
+        "benchmark": r.case.benchmark,
+        "suite": r.case.suite,
+        "task_index": r.case.task_index,
+        "task_name": r.case.task_name,
+        "instruction": r.case.instruction,
+        "init_state_index": r.case.init_state_index,
+        "task_order_index": r.case.task_order_index,
+        "seed": r.case.seed,
+        "outcome": r.outcome,
+        "termination": r.termination,
+        "truncated": r.truncated,
+        "truncation": r.truncation,
+        **{name: int(getattr(c, name)) for name in COUNTERS},
+        "first_success_control": c.first_success_control,
+        "first_success_policy_call": c.first_success_policy_call,
+        "error_codes": [e.code for e in r.errors],
+        "blinded": r.blinded and not leaked,
+        "leak_disclosed": leaked,
+        # v1 results predate confinement: their spawned actors were not confined.
+        "confinement": None if r.confinement is None else r.confinement.mode,
+        "proprio": r.settings.proprio,
+        "bddl_sha256": r.case.bddl_sha256,
+        "init_states_sha256": r.case.init_states_sha256,
+        "state_sha256": r.case.state_sha256,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at,
+        "wall_time_s": r.wall_time_s,
+        "steps": steps,
+        **_video_paths(run, episode, cameras),
+    }
+
+
+def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
+    if not run.exists():
+        raise ExportError(f"{run.root} holds no manifest.json: not a run directory")
+    try:
+        manifest = run.read_manifest()
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read {run.manifest_path}: {exc}") from exc
+    errors = manifest_errors(manifest)
+    if errors:
+        raise ExportError(f"{run.manifest_path} does not match its schema: {errors[0]}")
+    try:
+        plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
+    except (OSError, PlanError) as exc:
+        raise ExportError(f"cannot read the run's plan {run.plan_path}: {exc}") from exc
+    order = {case.case_id: n for n, case in enumerate(plan.to_cases())}
+    return manifest, order
+
+
+def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
+    """Write `episodes.parquet` and `steps.parquet` for `run_dir` into `out_dir`
+    (default `run_dir/export`); raises ExportError when the run cannot be read at all."""
+    run = RunDirectory(run_dir)
+    manifest, plan_order = _load_run(run)
+    proprio = bool(manifest["settings"]["proprio"])
+    cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
+    out = out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    episodes, skipped = _episodes(run, plan_order)
+    disclosed = disclosed_attempts(run)
+    metadata = _metadata(manifest, proprio, cameras)
+
+    rows: list[dict[str, Any]] = []
+    schema = steps_schema(proprio).with_metadata(metadata)
+    steps_path = out / STEPS_PARQUET
+    with _published(steps_path) as temporary, pq.ParquetWriter(temporary, schema) as parquet:
+        writer = _StepsWriter(parquet, schema)
+        for episode in episodes:
+            try:
+                steps = _steps_for(episode, proprio)
+            except StepsFileError as exc:
+                skipped.append(Skipped(_relative(run, episode.directory / STEPS_FILE), str(exc)))
+                steps = None
+            if steps is not None:
+                writer.add(episode.index, steps)
+            count = None if steps is None else len(steps)
+            rows.append(
+                _episode_row(run, episode, disclosed=disclosed, steps=count, cameras=cameras)
+            )
+        writer.flush()
+    table = pa.Table.from_pylist(rows, schema=episodes_schema(cameras).with_metadata(metadata))
+    episodes_path = out / EPISODES_PARQUET
+    with _published(episodes_path) as temporary:
+        pq.write_table(table, temporary)
+    return ExportSummary(
+        out_dir=out,
+        episodes_file=episodes_path,
+        steps_file=steps_path,
+        episodes=table.num_rows,
+        steps=writer.rows,
+        proprio=proprio,
+        cameras=cameras,
+        skipped=skipped,
+    )

