@@ -4,18 +4,21 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
+# Every package of the venv, the dev tools included, at one version with its hashes.
+LOCK := requirements/lock.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
-SOURCES := pyproject.toml $(shell find package mailbox orchestrator schemas prompts -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
+SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
 export PYOPENGL_PLATFORM := egl
 
-.PHONY: demo test lint typecheck unit system-deps clean
+.PHONY: demo test lint typecheck unit system-deps lock clean
 
-$(STAMP): $(SOURCES)
+$(STAMP): $(SOURCES) $(LOCK)
 	@$(MAKE) --no-print-directory system-deps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev]' --config-settings editable_mode=strict
 	@# robosuite's documented one-time set-up: a private macros file equal to its defaults
 	@# (no behaviour changes; it only stops the warning printed at every import).
 	@$(BIN)/python -c "import os, shutil, robosuite; d = robosuite.__path__[0]; \
@@ -39,6 +42,23 @@ system-deps:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
+# `make lock` rewrites $(LOCK) from pyproject.toml ([project].dependencies and the dev
+# extra) for CPython 3.11 on Linux x86_64, with every file's sha256. uv keeps each version
+# the lock already holds unless pyproject.toml rules it out; to move one on, delete its
+# lines from $(LOCK) first. uv itself, pinned, gets a venv of its own under $(VENV)/tools
+# (made on first use; `make clean` removes it with the rest). Needs the package index.
+UV_VERSION := 0.13.9
+UV_VENV := $(VENV)/tools/uv
+UV := $(UV_VENV)/bin/uv
+
+$(UV):
+	$(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+lock: $(UV)
+	$(UV) pip compile --quiet pyproject.toml --extra dev --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
+
 demo: $(STAMP)
 	$(BIN)/mailroom demo
 
@@ -48,7 +68,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
-	$(BIN)/mypy tests AgentPolicies bench
+	$(BIN)/mypy tests AgentPolicies setup.py
 
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest
