@@ -85,12 +85,12 @@ def test_audit_with_leaks_exits_6_and_lists_them(fast: RunBuilder) -> None:
 def test_audit_with_a_vanished_endpoint_and_no_leak_exits_4(fast: RunBuilder) -> None:
     shutil.rmtree(fast.mailbox_root)
     proc = _run("audit", fast.run_dir, "--json")
-    assert proc.returncode == 4, proc.stderr
+    assert proc.returncode == 8, proc.stderr
     verdict = _json(proc)
     assert verdict["leaks"] == [] and verdict["clean"] is False
     assert len(verdict["unverifiable"]) == 2
     human = _run("audit", fast.run_dir)
-    assert human.returncode == 4 and "unverifiable" in human.stderr
+    assert human.returncode == 8 and "unverifiable" in human.stderr
 
 
 def test_audit_of_something_that_is_not_a_run_is_a_usage_error(tmp_path: Path) -> None:

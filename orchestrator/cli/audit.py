@@ -17,14 +17,13 @@ from typing import Any
 import click
 from mailroom.orchestrator.audit.scan import AUDIT_FILE, AuditError, AuditVerdict, audit_run
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
-from mailroom.orchestrator.cli.options import EXIT_OK, console
+from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
+from mailroom.orchestrator.cli.options import console
 from mailroom.orchestrator.episode.evidence import open_private_log
 from mailroom.orchestrator.results.reporter import disclosed_attempts
 from rich.markup import escape
 from rich.table import Table
 
-EXIT_UNVERIFIABLE = 4
-EXIT_LEAKS = 6
 DISCLOSURES_FILE = "disclosures.jsonl"
 MAX_NOTE = 2000
 SHOWN_LEAKS = 50

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import click
-from mailroom.orchestrator.cli.options import EXIT_FAILED, EXIT_OK, console
+from mailroom.orchestrator.cli.exits import EXIT_FAILED, EXIT_OK
+from mailroom.orchestrator.cli.options import console
 
 # Without an observation to match, any well-formed id the file carries is taken as
 # the awaited one; a file without one is judged against this placeholder.

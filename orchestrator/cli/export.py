@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import click
-from mailroom.orchestrator.cli.options import EXIT_OK, console
+from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
+from mailroom.orchestrator.cli.options import console
 from rich.table import Table
-
-EXIT_INCOMPLETE = 4  # as `mailroom report`: something was left out
 
 
 @click.command()

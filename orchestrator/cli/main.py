@@ -16,7 +16,8 @@ from rich.table import Table
 
 configure_headless_rendering()
 
-from mailroom.orchestrator.cli.options import EXIT_EPISODE_ERROR, EXIT_OK, console  # noqa: E402
+from mailroom.orchestrator.cli.exits import EXIT_EPISODE_ERROR, EXIT_OK  # noqa: E402
+from mailroom.orchestrator.cli.options import console  # noqa: E402
 from mailroom.orchestrator.episode.settings import WatchMode  # noqa: E402
 from mailroom.orchestrator.results.documents import EpisodeResult  # noqa: E402
 
@@ -209,8 +210,9 @@ def _register() -> None:
     from mailroom.orchestrator.cli.catalog import register as register_catalog
     from mailroom.orchestrator.cli.check import check_response
     from mailroom.orchestrator.cli.export import export
-    from mailroom.orchestrator.cli.launch import launch, report, resume, status
+    from mailroom.orchestrator.cli.launch import launch, resume
     from mailroom.orchestrator.cli.perf import bench
+    from mailroom.orchestrator.cli.report import report, status
 
     for command in (check_response, launch, resume, status, report, bench, export):
         main.add_command(command)
