@@ -84,8 +84,8 @@ def test_development_plan_completes_with_denominators_that_add_up(
     for doc in results.values():
         assert schema_errors("mailroom.episode_result/v2", doc) == []
     o = report["overall"]
-    assert o["selected"] == 5 == o["completed"] + o["unattempted"]
-    assert o["completed"] == o["success"] + o["failure"] + o["errored"]
+    assert o["selected"] == 5 == o["completed"] + o["errored"] + o["unattempted"]
+    assert o["completed"] == o["success"] + o["failure"]
     assert report["suites"]["libero_10"]["selected"] == 5
     # Confined by default, and said so.
     assert (o["not_confined"], report["confinement_modes"]) == (0, {"sandbox": 5})
@@ -187,7 +187,7 @@ def test_sigkill_mid_episode_then_resume(tmp_path: Path, mailbox_root: Path, pro
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     report = json.loads(resumed.stdout)["overall"]
-    assert (report["selected"], report["completed"], report["unattempted"]) == (3, 3, 0)
+    assert (report["selected"], report["completed"], report["unattempted"]) == (3, 2, 0)
     assert (report["failure"], report["errored"]) == (2, 1)
     results = _results(run_dir)
     assert sorted(results) == [
@@ -329,7 +329,7 @@ def test_a_conflicting_second_launch_is_refused(
     assert (run_dir / "manifest.json").read_bytes() == manifest
 
 
-def test_report_names_a_corrupt_result_and_does_not_count_it(
+def test_report_names_a_corrupt_result_and_counts_it_errored(
     development_run: dict[str, Any], tmp_path: Path
 ) -> None:
     import shutil
@@ -344,4 +344,5 @@ def test_report_names_a_corrupt_result_and_does_not_count_it(
     assert done.returncode == 4
     report = json.loads(done.stdout)
     assert [c["file"] for c in report["corrupt_results"]] == [str(victim)]
-    assert (report["overall"]["completed"], report["overall"]["unattempted"]) == (4, 1)
+    o = report["overall"]
+    assert (o["completed"], o["errored"], o["corrupt"], o["unattempted"]) == (3, 2, 1, 0)

@@ -20,7 +20,7 @@ from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import load_catalog
-from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.catalog.plans import PlanKind, build_plan, render_plan
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
@@ -45,13 +45,16 @@ FLOAT32_LIST_9 = pa.list_(pa.float32(), 9)
 # a real run directory ------------------------------------------------------------------
 
 
-def make_run(tmp_path: Path, *, proprio: bool) -> tuple[RunDirectory, list[Case]]:
-    plan = build_plan("fast")
+def make_run(
+    tmp_path: Path, *, proprio: bool, kind: PlanKind = "fast", run_id: str = "run-export-test"
+) -> tuple[RunDirectory, list[Case]]:
+    """A run directory of `kind`'s plan, as a launch with external actors leaves it."""
+    plan = build_plan(kind)
     cases = plan.to_cases()
     run = RunDirectory(tmp_path / "run")
     settings = RunSettings(proprio=proprio)
     manifest = build_manifest(
-        run_id="run-export-test",
+        run_id=run_id,
         plan_sha256=plan.plan_sha256,
         plan_kind=plan.kind,
         n_cases=len(cases),

@@ -16,7 +16,7 @@ from mailroom.orchestrator.results.reporter import build_report
 from test_export import make_run, write_result
 
 
-def _as_v1(path: Path) -> None:
+def as_v1(path: Path) -> None:
     document = json.loads(path.read_text())
     document["schema"] = "mailroom.episode_result/v1"
     del document["confinement"]
@@ -28,7 +28,7 @@ def test_a_v1_result_reports_as_not_confined_beside_a_v2_one(tmp_path: Path) -> 
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-    _as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     old = read_result(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     assert isinstance(old, EpisodeResult) and old.confinement is None and not old.confined
     report = build_report(run.root)

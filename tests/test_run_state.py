@@ -33,6 +33,7 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
     assert state == {
         "selected": 2,
         "completed": 1,
+        "errored": 0,
         "in_progress_or_interrupted": 0,
         "corrupt": 0,
         "unattempted": 1,
@@ -46,6 +47,12 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
     (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
     _, state = _status(run.root)
     assert (state["corrupt"], state["unattempted"]) == (1, 0)
+    assert state["selected"] == sum(v for k, v in state.items() if k != "selected")
+    # An errored result is a result: the run is done, and it is not counted as completed.
+    write_result(run, cases[1], 1, outcome="error", executed=0, proprio=False)
+    code, state = _status(run.root)
+    assert code == 0
+    assert (state["completed"], state["errored"], state["corrupt"]) == (1, 1, 0)
     (tmp_path / "nothing-here").mkdir()
     assert _status(tmp_path / "nothing-here")[0] == 2  # not a run directory
 

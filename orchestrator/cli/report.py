@@ -5,60 +5,99 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
 from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+    from mailroom.orchestrator.results.reporter import Report, Tally
 
-def print_report(report: Any) -> None:
+
+# Short headers so the table fits an 80-column terminal; the legend gives the words.
+COLUMNS: dict[str, str] = {
+    "sel": "selected = compl + err + unatt",
+    "compl": "completed = succ + fail",
+    "succ": "success",
+    "fail": "failure",
+    "err": "errored (interrupted, worker lost, corrupt)",
+    "unatt": "unattempted",
+    "rate/sel": "success rate over selected",
+    "rate/compl": "success rate over completed",
+    "unblind": "not blinded",
+    "unconf": "not confined",
+}
+LEGEND_LINES: tuple[tuple[str, ...], ...] = (
+    ("sel", "compl"),
+    ("succ", "fail", "err"),
+    ("unatt", "unblind", "unconf"),
+    ("rate/sel", "rate/compl"),
+)
+
+
+def legend() -> list[str]:
+    """What each short header means, a few headers a line."""
+    return ["; ".join(f"{short} {COLUMNS[short]}" for short in line) for line in LEGEND_LINES]
+
+
+def _percent(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def _row(name: str, t: Tally) -> list[str]:
+    counts = (t.selected, t.completed, t.success, t.failure, t.errored, t.unattempted)
+    rates = (t.success_rate_over_selected, t.success_rate_over_completed)
+    return [
+        name,
+        *map(str, counts),
+        *map(_percent, rates),
+        str(t.not_blinded),
+        str(t.not_confined),
+    ]
+
+
+def report_table(report: Report) -> Table:
     title = f"{report.run_id}  ({report.profile}, plan {report.plan_kind})"
     table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0))
-    table.add_column("suite", no_wrap=True)
-    # Short headers so the table fits an 80-column terminal; the words follow below.
-    for column in (
-        "sel",
-        "compl",
-        "succ",
-        "fail",
-        "err",
-        "unatt",
-        "rate",
-        "unblind",
-        "unconf",
-    ):
-        table.add_column(column, justify="right", min_width=len(column), no_wrap=True)
-    rows = [*sorted(report.suites.items()), ("overall", report.overall)]
-    for name, t in rows:
-        rate = "n/a" if t.success_rate is None else f"{t.success_rate:.1%}"
-        table.add_row(
-            name,
-            str(t.selected),
-            str(t.completed),
-            str(t.success),
-            str(t.failure),
-            str(t.errored),
-            str(t.unattempted),
-            rate,
-            str(t.not_blinded),
-            str(t.not_confined),
-        )
-    console.print(table)
-    console.print(
-        "sel selected, compl completed, succ success, fail failure, err errored, "
-        "unatt unattempted, rate success/completed, unblind not blinded, "
-        "unconf not confined",
-        style="dim",
-    )
+    # Only the suite's name may fold: a header is never cut.
+    table.add_column("suite", overflow="fold")
+    for short in COLUMNS:
+        table.add_column(short, justify="right", min_width=len(short), no_wrap=True)
+    for name, t in [*sorted(report.suites.items()), ("overall", report.overall)]:
+        table.add_row(*_row(name, t))
+    return table
+
+
+def overall_lines(t: Tally) -> list[str]:
+    """Both overall success rates in words, with their counts."""
+    said = [
+        f"overall success over selected: {t.success}/{t.selected} "
+        f"({_percent(t.success_rate_over_selected)})",
+        f"overall success over completed: {t.success}/{t.completed} "
+        f"({_percent(t.success_rate_over_completed)})",
+    ]
+    if t.unattempted:
+        said.append(f"incomplete: {t.unattempted} of {t.selected} selected cases unattempted")
+    return said
+
+
+def print_report(report: Report, out: Console = console) -> None:
+    out.print(report_table(report))
+    for line in legend():
+        out.print(line, style="dim", highlight=False)
+    for line in overall_lines(report.overall):
+        out.print(line, highlight=False)
     if not report.capability_score:
-        console.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
+        out.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
     modes = ", ".join(f"{mode} {n}" for mode, n in report.confinement_modes.items()) or "none yet"
-    console.print(f"confinement of the attempts: {modes}", highlight=False)
+    out.print(f"confinement of the attempts: {modes}", highlight=False)
     if report.not_confined_attempts:
-        console.print(
+        out.print(
             f"[yellow]{len(report.not_confined_attempts)} attempts were NOT confined[/yellow] "
             "(run unconfined with --confinement none, started externally, or recorded before "
             "confinement existed): their actors could read what the evaluator's user can, "
@@ -66,8 +105,11 @@ def print_report(report: Any) -> None:
             highlight=False,
         )
     for bad in report.corrupt_results:
-        console.print(f"[red]corrupt result, not counted:[/red] {bad['file']}: {bad['reason']}")
-    console.print("provider usage: unknown (a file mailbox cannot meter it)")
+        out.print(
+            f"[red]corrupt result, counted as errored:[/red] {bad['file']}: {bad['reason']}",
+            highlight=False,
+        )
+    out.print("provider usage: unknown (a file mailbox cannot meter it)")
 
 
 @click.command()
@@ -88,36 +130,41 @@ def report(run_dir: Path, as_json: bool) -> None:
     sys.exit(EXIT_OK if built.complete and not built.corrupt_results else EXIT_INCOMPLETE)
 
 
+STATUS_KEYS = ("completed", "errored", "in_progress_or_interrupted", "corrupt", "unattempted")
+
+
+def attempt_standing(record: AttemptRecord | None) -> str:
+    """Where a case stands by its latest attempt directory, as the scheduler sees it."""
+    from mailroom.orchestrator.results.documents import EpisodeResult
+
+    if record is None:
+        return "unattempted"
+    if isinstance(record.result, EpisodeResult):
+        return "errored" if record.result.outcome == "error" else "completed"
+    return "in_progress_or_interrupted" if record.result is None else "corrupt"
+
+
+def run_state(run: RunDirectory) -> dict[str, int]:
+    """selected = completed + errored + in progress or interrupted + corrupt + unattempted."""
+    from mailroom.orchestrator.catalog.plans import parse_plan
+
+    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
+    latest = {r.case_id: r for r in run.attempts()}
+    standings = [attempt_standing(latest.get(case.case_id)) for case in cases]
+    return {"selected": len(cases), **{key: standings.count(key) for key in STATUS_KEYS}}
+
+
 @click.command()
 @run_dir_argument()
 @json_option()
 def status(run_dir: Path, as_json: bool) -> None:
-    """Where a run stands: selected, completed, in progress, unattempted."""
+    """Where a run stands: selected, completed, errored, in progress, unattempted."""
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
-    from mailroom.orchestrator.catalog.plans import parse_plan
 
     run = RunDirectory(run_dir)
     if not run.exists():
         raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
-    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
-    latest = {r.case_id: r for r in run.attempts()}
-    state = {
-        "selected": len(cases),
-        "completed": 0,
-        "in_progress_or_interrupted": 0,
-        "corrupt": 0,
-        "unattempted": 0,
-    }
-    for case in cases:
-        record_ = latest.get(case.case_id)
-        if record_ is None:
-            state["unattempted"] += 1
-        elif record_.completed:
-            state["completed"] += 1
-        elif record_.result is None:
-            state["in_progress_or_interrupted"] += 1
-        else:
-            state["corrupt"] += 1
+    state = run_state(run)
     if as_json:
         sys.stdout.write(json.dumps(state, indent=2) + "\n")
     else:
@@ -127,5 +174,5 @@ def status(run_dir: Path, as_json: bool) -> None:
         for key, value in state.items():
             table.add_row(key.replace("_", " "), str(value))
         console.print(table)
-    done = state["completed"] == state["selected"]
+    done = state["completed"] + state["errored"] == state["selected"]
     sys.exit(EXIT_OK if done else EXIT_INCOMPLETE)

@@ -1,65 +1,142 @@
 """The basic reporter: success with its denominators, from result documents alone.
 
 It needs the manifest, the plan and the result documents (plus recorded leak
-disclosures); no event log. A case counts once, by its latest attempt.
+disclosures); no event log. A case counts once, by its latest attempt that left a
+result document, in exactly one of four standings:
+
+    selected  = completed + errored + unattempted
+    completed = success + failure
+
+`errored` is every case whose latest result is an error: a typed policy, protocol,
+timeout or infrastructure error, an attempt recorded as interrupted or as lost with its
+worker (`campaign/interrupted.py`), and a result document that cannot be read or
+validated (`corrupt`, a part of `errored`: a resume records it as interrupted, so the
+count does not move). `unattempted` is every case without a result document (never
+started, or started and not yet recorded). Two success rates are stated: over
+selected (the headline of a complete run: every error and every unattempted case
+counts as not a success) and over completed.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import parse_plan
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 COUNTER_FIELDS = SUMMED_COUNTERS
+Standing = Literal["success", "failure", "errored", "unattempted"]
+Rate = Annotated[float, Field(ge=0, le=1)]
+Count = Annotated[int, Field(ge=0)]
+
+DEFINITIONS: dict[str, str] = {
+    "selected": "cases in the plan = completed + errored + unattempted",
+    "completed": "cases whose latest result is a success or a failure = success + failure",
+    "errored": (
+        "cases whose latest result is an error (policy, protocol, timeout, infrastructure, "
+        "interrupted, worker lost) or is corrupt"
+    ),
+    "corrupt": "errored cases whose latest result document is unreadable or invalid",
+    "unattempted": "cases without a result document",
+    "success_rate_over_selected": "success / selected (the headline of a complete run)",
+    "success_rate_over_completed": "success / completed",
+    "not_blinded": "cases whose latest attempt was disclosed or ran not blinded",
+    "not_confined": "cases whose latest attempt's actor was not in the orchestrator's sandbox",
+}
+
+
+@dataclass(frozen=True)
+class CaseCount:
+    """One case of the plan, as it counts: its latest attempt that left a result document."""
+
+    suite: str
+    attempt_id: str | None
+    result: EpisodeResult | CorruptResult | None
+    disclosed: bool
+
+    @property
+    def standing(self) -> Standing:
+        if self.result is None:
+            return "unattempted"
+        if isinstance(self.result, CorruptResult) or self.result.outcome == "error":
+            return "errored"
+        return self.result.outcome
+
+    @property
+    def blinded(self) -> bool:
+        if self.disclosed:
+            return False
+        return not isinstance(self.result, EpisodeResult) or self.result.blinded
+
+
+def _rate(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
 
 
 class Tally(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A suite's (or the whole plan's) cases by standing, with both success rates."""
 
-    selected: int = 0
-    completed: int = 0
-    success: int = 0
-    failure: int = 0
-    errored: int = 0
-    unattempted: int = 0
-    not_blinded: int = 0
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    selected: Count = 0
+    completed: Count = 0
+    success: Count = 0
+    failure: Count = 0
+    errored: Count = 0
+    corrupt: Count = 0
+    unattempted: Count = 0
+    not_blinded: Count = 0
     # Attempts whose actor was not confined by the orchestrator's sandbox: `none`,
     # `external`, or a v1 result written before confinement was recorded.
-    not_confined: int = 0
-    success_rate: Annotated[float, Field(ge=0, le=1)] | None = None
-    success_rate_denominator: str = "completed"
-    success_over_selected: Annotated[float, Field(ge=0, le=1)] | None = None
+    not_confined: Count = 0
+    success_rate_over_selected: Rate | None = None
+    success_rate_over_completed: Rate | None = None
     counters: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(COUNTER_FIELDS, 0))
     provider_usage: str = "unknown (null in every result: a file mailbox cannot meter it)"
 
-    def count(self, result: EpisodeResult | None, blinded: bool) -> None:
-        if result is not None and not result.confined:
-            self.not_confined += 1
-        self.selected += 1
-        if result is None:
-            self.unattempted += 1
-            return
-        self.completed += 1
-        if result.outcome == "success":
-            self.success += 1
-        elif result.outcome == "failure":
-            self.failure += 1
-        else:
-            self.errored += 1
-        if not blinded:
-            self.not_blinded += 1
-        for name in COUNTER_FIELDS:
-            self.counters[name] += int(getattr(result.counters, name))
+    @model_validator(mode="after")
+    def _denominators_add_up(self) -> Tally:
+        if self.selected != self.completed + self.errored + self.unattempted:
+            raise ValueError("selected must equal completed + errored + unattempted")
+        if self.completed != self.success + self.failure:
+            raise ValueError("completed must equal success + failure")
+        if self.corrupt > self.errored:
+            raise ValueError("corrupt cases are a part of the errored ones")
+        rates = (self.success_rate_over_selected, self.success_rate_over_completed)
+        if rates != (_rate(self.success, self.selected), _rate(self.success, self.completed)):
+            raise ValueError("a success rate does not match its counts")
+        return self
 
-    def finish(self) -> None:
-        self.success_rate = self.success / self.completed if self.completed else None
-        self.success_over_selected = self.success / self.selected if self.selected else None
+
+def tally(cases: Sequence[CaseCount]) -> Tally:
+    standings = [case.standing for case in cases]
+    results = [case.result for case in cases if isinstance(case.result, EpisodeResult)]
+    success, failure = standings.count("success"), standings.count("failure")
+    return Tally(
+        selected=len(cases),
+        completed=success + failure,
+        success=success,
+        failure=failure,
+        errored=standings.count("errored"),
+        corrupt=sum(isinstance(case.result, CorruptResult) for case in cases),
+        unattempted=standings.count("unattempted"),
+        not_blinded=sum(case.attempt_id is not None and not case.blinded for case in cases),
+        not_confined=sum(not result.confined for result in results),
+        success_rate_over_selected=_rate(success, len(cases)),
+        success_rate_over_completed=_rate(success, success + failure),
+        counters={
+            name: sum(int(getattr(result.counters, name)) for result in results)
+            for name in COUNTER_FIELDS
+        },
+    )
 
 
 class Report(BaseModel):
@@ -72,6 +149,7 @@ class Report(BaseModel):
     complete: bool
     overall: Tally
     suites: dict[str, Tally]
+    definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     corrupt_results: list[dict[str, str]]
     superseded_attempts: list[str]
     not_blinded_attempts: list[str]
@@ -93,41 +171,56 @@ def disclosed_attempts(run: RunDirectory) -> set[str]:
     return {e["attempt_id"] for e in run.events() if e.get("event") == "leak_disclosed"}
 
 
+@dataclass(frozen=True)
+class LatestResults:
+    """Per case, the latest attempt that left a result document (whole or corrupt)."""
+
+    by_case: dict[str, tuple[str, EpisodeResult | CorruptResult]]
+    superseded: list[str]
+    corrupt: list[CorruptResult]
+
+
+def latest_results(run: RunDirectory) -> LatestResults:
+    by_case: dict[str, tuple[str, EpisodeResult | CorruptResult]] = {}
+    superseded: list[str] = []
+    corrupt: list[CorruptResult] = []
+    for record in run.attempts():
+        if record.result is None:
+            continue
+        if isinstance(record.result, CorruptResult):
+            corrupt.append(record.result)
+        if record.case_id in by_case:
+            superseded.append(by_case[record.case_id][0])
+        by_case[record.case_id] = (record.attempt_id, record.result)
+    return LatestResults(by_case, superseded, corrupt)
+
+
+def case_counts(
+    cases: Sequence[Case], latest: LatestResults, disclosed: set[str]
+) -> list[CaseCount]:
+    counts: list[CaseCount] = []
+    for case in cases:
+        attempt_id, result = latest.by_case.get(case.case_id, (None, None))
+        counts.append(CaseCount(case.suite, attempt_id, result, attempt_id in disclosed))
+    return counts
+
+
 def build_report(run_dir: Path) -> Report:
     run = RunDirectory(run_dir)
     manifest: dict[str, Any] = run.read_manifest()
     plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
-    latest: dict[str, EpisodeResult] = {}
-    attempt_of: dict[str, str] = {}
-    superseded: list[str] = []
-    corrupt: list[dict[str, str]] = []
-    for record in run.attempts():
-        if isinstance(record.result, CorruptResult):
-            corrupt.append({"file": str(record.result.path), "reason": record.result.reason})
-            continue
-        if record.result is None:
-            continue
-        if record.case_id in attempt_of:
-            superseded.append(attempt_of[record.case_id])
-        latest[record.case_id] = record.result
-        attempt_of[record.case_id] = record.attempt_id
-    disclosed = disclosed_attempts(run)
-    overall = Tally()
-    suites: dict[str, Tally] = defaultdict(Tally)
+    latest = latest_results(run)
+    cases = case_counts(plan.to_cases(), latest, disclosed_attempts(run))
+    by_suite: dict[str, list[CaseCount]] = defaultdict(list)
     modes: dict[str, int] = defaultdict(int)
     not_confined: list[str] = []
-    for case in plan.to_cases():
-        result = latest.get(case.case_id)
-        blinded = result is None or (result.blinded and attempt_of[case.case_id] not in disclosed)
-        overall.count(result, blinded)
-        suites[case.suite].count(result, blinded)
-        if result is not None:
-            modes[confinement_label(result)] += 1
-            if not result.confined:
-                not_confined.append(attempt_of[case.case_id])
-    overall.finish()
-    for tally in suites.values():
-        tally.finish()
+    for case in cases:
+        by_suite[case.suite].append(case)
+        if isinstance(case.result, EpisodeResult) and case.attempt_id is not None:
+            modes[confinement_label(case.result)] += 1
+            if not case.result.confined:
+                not_confined.append(case.attempt_id)
+    overall = tally(cases)
     return Report(
         run_id=str(manifest.get("run_id", run_dir.name)),
         profile=str(manifest["profile"]["name"]),
@@ -135,10 +228,12 @@ def build_report(run_dir: Path) -> Report:
         plan_kind=plan.kind,
         complete=overall.unattempted == 0,
         overall=overall,
-        suites=dict(suites),
-        corrupt_results=corrupt,
-        superseded_attempts=sorted(superseded),
-        not_blinded_attempts=sorted(a for a in disclosed if a in attempt_of.values()),
+        suites={suite: tally(group) for suite, group in by_suite.items()},
+        corrupt_results=[{"file": str(c.path), "reason": c.reason} for c in latest.corrupt],
+        superseded_attempts=sorted(latest.superseded),
+        not_blinded_attempts=sorted(
+            c.attempt_id for c in cases if c.attempt_id is not None and not c.blinded
+        ),
         not_confined_attempts=sorted(not_confined),
         confinement_modes=dict(sorted(modes.items())),
     )
