@@ -194,7 +194,10 @@ def test_non_atomic_write_in_two_halves(mailbox: Mailbox) -> None:
     assert _verdict(received) == ("protocol_error", ("duplicate_response",))
     assert isinstance(received, Reception) and received.stray is not None
     assert received.stray.evidence is not None
-    assert received.stray.evidence.read_bytes() == VALID[half:]
+    # Written in place again: the name can be claimed before all of the half is in it
+    # (seen on a loaded machine), so the evidence is what was there, a prefix of it.
+    kept = received.stray.evidence.read_bytes()
+    assert VALID[half:].startswith(kept)
 
 
 def test_response_for_a_future_request(mailbox: Mailbox) -> None:
