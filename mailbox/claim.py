@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .anchor import DIR_FLAGS
+from .held_directories import DIR_FLAGS
 from .parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -7,9 +7,9 @@ it may read the outbox and write the inbox and scratch; nobody else may enter. T
 mailbox root itself is traverse-only for others, so endpoints cannot be listed.
 
 Permissions do not stop an actor that runs as the orchestrator's own user: the
-directories are also held open from the moment they are made (`anchor.EndpointDirs`),
-and all endpoint I/O goes through those descriptors, never through a path the actor
-could have replaced.
+directories are also held open from the moment they are made
+(`held_directories.EndpointDirs`), and all endpoint I/O goes through those descriptors,
+never through a path the actor could have replaced.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .anchor import DIR_FLAGS, SUBDIRS, EndpointDirs
+from .held_directories import DIR_FLAGS, SUBDIRS, EndpointDirs
 
 TOKEN_BYTES = 16  # 128 random bits
 ROOT_MODE = 0o711

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
-from .anchor import EndpointDirs, EndpointTamperedError
+from .held_directories import EndpointDirs, EndpointTamperedError
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # Failures a file or folder the actor put in the way can cause (a directory under the
@@ -166,11 +166,20 @@ def publish_all_to_outbox(
         dirs.check()
 
 
-def canonical_json(document: object) -> bytes:
-    """Stable bytes for a JSON document: sorted keys, no NaN, UTF-8, trailing newline."""
-    text = json.dumps(document, sort_keys=True, ensure_ascii=False, allow_nan=False, indent=1)
+def document_bytes(document: object, *, sort_keys: bool = True) -> bytes:
+    """A published JSON file's bytes: one space of indent a level, UTF-8 with non-ASCII
+    kept, no NaN, a trailing newline; keys sorted, or in the document's own order where
+    that order is the file's (a plan, the frozen catalog).
+
+    Every JSON file the project publishes has these bytes: observations and the closed
+    notice in an outbox, the run manifest, results, the audit verdict, plans, the
+    catalog. No content hash is computed over them (that is
+    `mailroom.hashing.canonical_bytes`); a hash of such a file is of the file as
+    written: `catalog_sha256`, of the frozen catalog.
+    """
+    text = json.dumps(document, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False, indent=1)
     return (text + "\n").encode("utf-8")
 
 
 def publish_json(path: Path, document: object, *, durable: bool = True) -> None:
-    publish_bytes(path, canonical_json(document), durable=durable)
+    publish_bytes(path, document_bytes(document), durable=durable)

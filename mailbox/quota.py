@@ -19,8 +19,8 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from .anchor import DIR_FLAGS, Identity
 from .endpoint import Endpoint
+from .held_directories import DIR_FLAGS, Identity
 
 DEFAULT_MAX_DEPTH = 32
 BLOCK_BYTES = 512  # st_blocks is counted in 512-byte units whatever the filesystem

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .anchor import tampered
 from .claim import Claimed, claim_from
 from .endpoint import Endpoint, held_endpoint
+from .held_directories import tampered
 from .parser import ActionLimits, ParseOutcome, ProtocolError, ProtocolReason, parse_response
 from .watcher import InboxWatcher
 

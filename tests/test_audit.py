@@ -24,19 +24,19 @@ import numpy as np
 import pytest
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
-from mailroom.mailbox.publish import canonical_json, publish_bytes
+from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.process import render_command
 from mailroom.orchestrator.actors.profiles import profile_dir
+from mailroom.orchestrator.audit.patterns import build_identifiers
 from mailroom.orchestrator.audit.scan import (
     AUDIT_FILE,
     AUDIT_SCHEMA,
     AuditVerdict,
     NotARunDirectoryError,
     audit_run,
-    build_identifiers,
     scan_run,
 )
 from mailroom.orchestrator.campaign.manifest import build_manifest
@@ -56,7 +56,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation
 from mailroom.orchestrator.transport.png import encode_png
@@ -88,7 +88,7 @@ class BuiltAttempt:
         """Publish observation `sequence` again with `extra` fields, as a faulty
         orchestrator would."""
         document = {**self.observation(sequence), **extra}
-        publish_bytes(self.endpoint.observation_file(sequence), canonical_json(document))
+        publish_bytes(self.endpoint.observation_file(sequence), document_bytes(document))
 
     def write(self, relative: str, data: str | bytes) -> Path:
         """A file under the endpoint, as the actor (scratch/, inbox/) would write it."""
@@ -174,7 +174,7 @@ class RunBuilder:
             self._exchange(built, evidence, instruction, sequence)
         built.write("scratch/notes.txt", NOTES)
         closed = to_document(Closed(last_sequence=observations))
-        publish_bytes(endpoint.closed_file, canonical_json(closed))
+        publish_bytes(endpoint.closed_file, document_bytes(closed))
         evidence.event("closed_published", last_sequence=observations)
         if spawned:
             evidence.event("actor_stopped", exit_status=0)
@@ -207,7 +207,7 @@ class RunBuilder:
         for camera in CAMERAS:
             publish_bytes(endpoint.image_file(sequence, camera), FRAME)
         document = to_document(build_observation(delivery, endpoint))
-        publish_bytes(endpoint.observation_file(sequence), canonical_json(document))
+        publish_bytes(endpoint.observation_file(sequence), document_bytes(document))
         evidence.event("observation_published", sequence=sequence)
         response = {
             "schema": "mailroom.response/v1",
@@ -697,14 +697,14 @@ def test_a_few_thousand_files_are_all_audited(fast: RunBuilder) -> None:
     for sequence in range(3, 1003):
         published = {**document, "sequence": sequence}
         publish_bytes(
-            built.endpoint.observation_file(sequence), canonical_json(published), durable=False
+            built.endpoint.observation_file(sequence), document_bytes(published), durable=False
         )
         for camera in CAMERAS:
             publish_bytes(built.endpoint.image_file(sequence, camera), FRAME, durable=False)
     verdict = scan_run(fast.run_dir)
     assert verdict.clean and verdict.files_scanned == 3010
     last = {**document, "sequence": 1002, "instruction": f"{fast.cases[0].suite} task"}
-    publish_bytes(built.endpoint.observation_file(1002), canonical_json(last), durable=False)
+    publish_bytes(built.endpoint.observation_file(1002), document_bytes(last), durable=False)
     found = scan_run(fast.run_dir)
     assert {leak.where for leak in found.leaks} == {"outbox/obs-1002.json"}
 

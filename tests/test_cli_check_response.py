@@ -11,7 +11,7 @@ from conftest import mailroom_exe
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.receiver import ResponseReceiver, Silence
 from mailroom.mailbox.watcher import InboxWatcher
-from mailroom.orchestrator.cli.check import check_file
+from mailroom.orchestrator.transport.response_check import check_file
 from test_mailbox_cases import CASES, LIMITS, MAX_CHUNK, REQUEST_ID, Case, verdict
 
 JUDGED = [c for c in CASES if c.expect[0] != "timeout"]

@@ -45,7 +45,7 @@ from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.cli.launch import launch
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.sim.libero import Capture
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 

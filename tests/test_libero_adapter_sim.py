@@ -19,16 +19,15 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.results.export import read_steps
-from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
-from mailroom.orchestrator.sim.libero import (
+from mailroom.orchestrator.sim.base import (
     CAMERAS,
     SETTLING_ACTION,
     SETTLING_CONTROLS,
     Capture,
-    LiberoAdapter,
     TaskIdentity,
-    resolve_task,
 )
+from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+from mailroom.orchestrator.sim.libero import LiberoAdapter, resolve_task
 from mailroom.orchestrator.transport.png import decode_png
 from thread_actor import ThreadActor, act, thread_launcher
 

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.publish import (
-    canonical_json,
+    document_bytes,
     publish_bytes,
     publish_into,
     publish_json,
@@ -102,11 +102,13 @@ def test_a_watcher_sees_final_names_only_as_moves(tmp_path: Path) -> None:
             pytest.fail(f"{event.event_type} on a final name: it was visible before whole")
 
 
-def test_canonical_json_is_stable_and_refuses_nan() -> None:
-    assert canonical_json({"b": 1, "a": "é"}) == canonical_json({"a": "é", "b": 1})
-    assert json.loads(canonical_json({"a": [1.5]})) == {"a": [1.5]}
+def test_document_bytes_are_stable_and_refuse_nan() -> None:
+    assert document_bytes({"b": 1, "a": "é"}) == document_bytes({"a": "é", "b": 1})
+    assert document_bytes({"b": [1], "a": "é"}) == '{\n "a": "é",\n "b": [\n  1\n ]\n}\n'.encode()
+    assert document_bytes({"b": 1, "a": 2}, sort_keys=False) == b'{\n "b": 1,\n "a": 2\n}\n'
+    assert json.loads(document_bytes({"a": [1.5]})) == {"a": [1.5]}
     with pytest.raises(ValueError):
-        canonical_json({"a": float("nan")})
+        document_bytes({"a": float("nan")})
 
 
 def test_publish_into_a_held_folder_never_resolves_its_path(tmp_path: Path) -> None:

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.parser import Accepted, ProtocolError, ProtocolReason
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence

@@ -31,7 +31,7 @@ from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import OutboxDurability, RunSettings
 from mailroom.orchestrator.perf.phase_clock import CLOCK
-from mailroom.orchestrator.sim.libero import Capture
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery, TimedOut
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from test_mailbox_cases import LIMITS, encode, write_atomically

@@ -19,9 +19,9 @@ from mailroom.mailbox.messages import (
     to_document,
 )
 from mailroom.mailbox.parser import Issue
-from mailroom.mailbox.publish import canonical_json
+from mailroom.mailbox.publish import document_bytes
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, Capture
+from mailroom.orchestrator.sim.base import ACTION_LAYOUT, Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation, observation_document
 
@@ -65,8 +65,8 @@ def test_the_document_is_the_models_and_meets_the_frozen_schema(
     document = observation_document(delivery, ENDPOINT)
     model = build_observation(delivery, ENDPOINT)
     assert document == to_document(model)
-    body = canonical_json(document)
-    assert body == canonical_json(to_document(model))
+    body = document_bytes(document)
+    assert body == document_bytes(to_document(model))
     assert schema_errors("mailroom.observation/v1", document) == []
     assert from_json(Observation, body) == model
 

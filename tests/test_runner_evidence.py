@@ -20,10 +20,8 @@ from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import write_response
 from mailroom.orchestrator.results.export import read_steps
-from mailroom.orchestrator.sim.fake import STAND_IN_IDENTITY, StandInAdapter
-from mailroom.orchestrator.sim.libero import (
-    Capture,
-)
+from mailroom.orchestrator.sim.base import Capture
+from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
@@ -65,14 +63,14 @@ class InlineActor:
 
 def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> None:
     settings = RunSettings(max_policy_calls=CALLS, replan_interval=K, response_timeout_s=10)
-    runner = EpisodeRunner(StandInAdapter(control_cap=CALLS * K, frames=lambda: CAPTURE), settings)
+    runner = EpisodeRunner(FakeSimulator(control_cap=CALLS * K, frames=lambda: CAPTURE), settings)
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
     actor = InlineActor(MailboxTransport(endpoint, evidence))
     request = EpisodeRequest(
         "a-1",
         "c",
-        STAND_IN_IDENTITY,
+        FAKE_IDENTITY,
         0,
         0,
         CALLS * K,

@@ -20,7 +20,8 @@ from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.blinded import run_blinded_episode, run_in_process_episode
 from mailroom.orchestrator.episode.settings import ConfigurationError, RunSettings
 from mailroom.orchestrator.results.documents import EpisodeResult
-from mailroom.orchestrator.sim.libero import ControlOutcome, LiberoAdapter
+from mailroom.orchestrator.sim.base import ControlOutcome
+from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png
 from mailroom.orchestrator.transport.policy import PolicyObservation
 from thread_actor import Script, ThreadActor, act, stop, thread_launcher

@@ -1,1 +1,2 @@
-"""Blinding checks: scanning what an actor could read for private identifiers, and disclosures."""
+"""Blinding checks: what counts as private, scanning what an actor could read for it, and
+recording the failures (disclosures, cutovers)."""

@@ -28,6 +28,7 @@ from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunS
 from mailroom.orchestrator.perf.process_memory import peak_rss_mb
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.reporter import disclosed_attempts
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
 
 WORK_POLL_S = 0.5
 
@@ -42,6 +43,8 @@ class LaunchConfig:
     # starts); None: external actors, handed launch messages.
     launcher: ProcessLauncher | None
     limits: ActorLimits = field(default_factory=ActorLimits)
+    # Builds each worker's simulator; None: LIBERO (imported in the worker alone).
+    simulator: SimulatorFactory | None = None
 
 
 @dataclass(frozen=True)
@@ -127,10 +130,15 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     from mailroom.orchestrator.catalog.frozen import reference_horizon
     from mailroom.orchestrator.episode.blinded import run_blinded_episode
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
+
+    open_simulator = config.simulator
+    if open_simulator is None:
+        from mailroom.orchestrator.sim.libero import open_libero
+
+        open_simulator = open_libero
 
     settings = config.settings
-    adapter: LiberoAdapter | None = None
+    adapter: Simulator | None = None
     launcher = config.launcher
     try:
         while True:
@@ -141,7 +149,7 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
                 report_q.put(("started", item.case.case_id, item.attempt))
                 cap = settings.control_cap(reference_horizon(item.case.suite).controls)
                 if adapter is None:
-                    adapter = LiberoAdapter(control_cap=cap, proprio=settings.proprio)
+                    adapter = open_simulator(control_cap=cap, proprio=settings.proprio)
                 adapter.set_control_cap(cap)
                 try:
                     result = run_blinded_episode(

@@ -11,7 +11,6 @@ observation never went out, is not counted as executed.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
+from mailroom.timestamps import utc_timestamp
 
 
 def _events(directory: Path) -> list[dict[str, Any]]:
@@ -72,17 +72,10 @@ def _case_record(case: Case) -> CaseRecord:
     from mailroom.orchestrator.sim.libero import resolve_task, state_sha256
 
     identity = resolve_task(case.suite, case.task_index, case.task_order_index)
-    return CaseRecord(
-        benchmark=identity.benchmark,
-        suite=case.suite,
-        task_index=case.task_index,
-        task_name=identity.task_name,
-        instruction=identity.instruction,
+    return CaseRecord.of(
+        identity,
         init_state_index=case.init_state_index,
-        task_order_index=case.task_order_index,
         seed=case.seed,
-        bddl_sha256=identity.bddl_sha256,
-        init_states_sha256=identity.init_states_sha256,
         state_sha256=state_sha256(identity, case.init_state_index),
     )
 
@@ -121,7 +114,7 @@ def record_interrupted(
 
     run_settings = RunSettings.model_validate(settings)
     error_kind: ErrorKind = "interrupted" if kind == "interrupted" else "infrastructure_error"
-    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    now = utc_timestamp()
     started = events[0]["t"] if events else None
     result = EpisodeResult(
         attempt_id=attempt_id,
@@ -147,13 +140,7 @@ def record_interrupted(
         ),
         blinded=True,
         confinement=confinement_of_run(manifest),
-        started_at=(
-            datetime.fromtimestamp(started, UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z")
-            if started is not None
-            else now
-        ),
+        started_at=utc_timestamp(started) if started is not None else now,
         finished_at=now,
         wall_time_s=0.0,
     )

@@ -8,7 +8,6 @@ import os
 import platform
 import socket
 import sys
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,8 @@ from mailroom.orchestrator.actors.profiles import REPO_ROOT, actor_instructions_
 from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.catalog.frozen import catalog_sha256
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.sim.libero import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
+from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
+from mailroom.timestamps import utc_timestamp
 
 MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
 MANIFEST_SCHEMA = "mailroom.run_manifest/v2"  # adds `confinement`
@@ -59,6 +59,16 @@ def source_sha256(root: Path = REPO_ROOT) -> str:
     return digest.hexdigest()
 
 
+def declaration_sha256(declaration: dict[str, Any]) -> str:
+    """The profile's `declaration_sha256`: over `json.dumps(declaration, sort_keys=True)`
+    (separators ', ' and ': ', non-ASCII escaped), as every manifest has recorded it.
+
+    Not `mailroom.hashing.canonical_bytes`: a resume compares it with the run's own
+    manifest, so any other form would refuse every run launched before.
+    """
+    return sha256_bytes(json.dumps(declaration, sort_keys=True).encode())
+
+
 def _package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
@@ -89,7 +99,6 @@ def build_manifest(
         raise ValueError("an actor handed a launch message is confined 'external'")
     if confinement.mode == "sandbox" and sandbox_tool is None:
         raise ValueError("a sandboxed run records its sandbox tool")
-    declaration_bytes = json.dumps(profile_declaration, sort_keys=True).encode()
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "run_id": run_id,
@@ -115,7 +124,7 @@ def build_manifest(
         },
         "profile": {
             "name": profile_name,
-            "declaration_sha256": sha256_bytes(declaration_bytes),
+            "declaration_sha256": declaration_sha256(profile_declaration),
             "declaration": profile_declaration,
             "capability_score": bool(profile_declaration.get("capability_score", False)),
         },
@@ -146,7 +155,7 @@ def build_manifest(
         },
         "record": record,
         "volatile": {
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "created_at": utc_timestamp(),
             "host": socket.gethostname(),
             "run_dir": str(run_dir),
             "mailbox_root": str(mailbox_root),

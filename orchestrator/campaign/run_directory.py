@@ -23,8 +23,8 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.episode.evidence import (
     EVENTS_FILE,
     RESULT_FILE,
+    append_private_line,
     make_private_dir,
-    open_private_log,
 )
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
@@ -112,12 +112,7 @@ class RunDirectory:
         make_private_dir(self.root)
         record = {"t": round(time.time(), 6), "event": kind, **fields}
         line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
-        fd = open_private_log(self.root / EVENTS_FILE)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_private_line(self.root / EVENTS_FILE, line)
 
     def events(self) -> list[dict[str, Any]]:
         path = self.root / EVENTS_FILE

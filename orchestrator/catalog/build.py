@@ -9,7 +9,6 @@ Parses BDDL files and loads released initial-state arrays; never constructs a si
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 from mailroom.hashing import sha256_file
+from mailroom.mailbox.publish import document_bytes
 from mailroom.orchestrator.catalog.frozen import (
     Benchmark,
     Catalog,
@@ -300,7 +300,7 @@ def build_catalog() -> Catalog:
 def render(catalog: Catalog) -> bytes:
     """The frozen file's exact bytes: stable key order, UTF-8, trailing newline."""
     document = catalog.model_dump(mode="json", by_alias=True)
-    return (json.dumps(document, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    return document_bytes(document, sort_keys=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

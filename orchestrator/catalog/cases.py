@@ -6,6 +6,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Case(BaseModel):
+    """What a plan selects and a worker runs: task, initial state, seed (no files).
+
+    The work unit between plan, coordinator and episode; `case_id` and `attempt_id` name
+    it in the run directory. A plan file stores it as a `PlanCase` (the frozen document's
+    shape); a result stores it as a `CaseRecord` (with the hashes of what actually ran).
+    """
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     benchmark: str = "libero"

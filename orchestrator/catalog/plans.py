@@ -6,24 +6,25 @@ run can record exactly what it was asked to do and a loader refuses any edited p
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
-from mailroom.mailbox.publish import publish_bytes
+from mailroom.hashing import hash_document
+from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
     Benchmark,
     Catalog,
     CatalogEntry,
+    FrozenModel,
     catalog_sha256,
     load_catalog,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
 PlanKind = Literal["fast", "development", "task_coverage", "all", "canonical"]
@@ -68,11 +69,10 @@ class PlanExistsError(PlanError, FileExistsError):
     """A different plan already exists at the target path."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+class PlanCase(FrozenModel):
+    """A case as the frozen plan document stores it (`Case` is the same selection as the
+    coordinator's work unit); kept apart so the plan file's shape stays frozen."""
 
-
-class PlanCase(_Frozen):
     benchmark: Benchmark
     suite: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,100}$")]
     task_index: NonNegative
@@ -84,7 +84,7 @@ class PlanCase(_Frozen):
         return Case.model_validate(self.model_dump())
 
 
-class Plan(_Frozen):
+class Plan(FrozenModel):
     schema_: Literal["mailroom.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
     kind: PlanKind
     label: Annotated[str, Field(min_length=1, max_length=200)]
@@ -113,16 +113,10 @@ class Plan(_Frozen):
         return [c.to_case() for c in self.cases]
 
 
-def canonical_json(document: object) -> bytes:
-    return json.dumps(
-        document, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
 def content_sha256(document: dict[str, Any]) -> str:
     """sha256 of everything but `plan_sha256`, as the schema's description defines it."""
     body = {k: v for k, v in document.items() if k != "plan_sha256"}
-    return hashlib.sha256(canonical_json(body)).hexdigest()
+    return hash_document(body)
 
 
 def _ids(task_ids: Sequence[int]) -> str:
@@ -330,7 +324,8 @@ def build_plan(
 
 
 def render_plan(plan: Plan) -> bytes:
-    return (json.dumps(plan.document(), indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    """The plan file's bytes, in the model's key order (its hash is of the content)."""
+    return document_bytes(plan.document(), sort_keys=False)
 
 
 def write_plan(plan: Plan, path: Path, *, overwrite: bool = False) -> Path:

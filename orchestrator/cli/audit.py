@@ -1,36 +1,33 @@
 """`mailroom audit`, `disclose` and `cutover`: checking blinding and recording its failures.
 
-Disclosures and cutovers are run events, appended; the immutable manifest is never
-touched. A disclosed attempt stays in the results, marked not blinded, never retried.
+The scan is `orchestrator/audit/scan.py`, the records `orchestrator/audit/disclosure.py`;
+here are the commands and what they print.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import click
+from mailroom.orchestrator.audit.disclosure import (
+    NoteError,
+    UnknownAttemptError,
+    bounded_note,
+    record_cutover,
+    record_disclosure,
+    resolve_attempt,
+)
 from mailroom.orchestrator.audit.scan import AUDIT_FILE, AuditError, AuditVerdict, audit_run
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
-from mailroom.orchestrator.cli.options import console
-from mailroom.orchestrator.episode.evidence import open_private_log
+from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from mailroom.orchestrator.results.reporter import disclosed_attempts
 from rich.markup import escape
 from rich.table import Table
 
-DISCLOSURES_FILE = "disclosures.jsonl"
-MAX_NOTE = 2000
 SHOWN_LEAKS = 50
-
-
-class UnknownAttemptError(LookupError):
-    """CASE names neither an attempt of the run nor a case with an attempt."""
 
 
 def _run(run_dir: Path) -> RunDirectory:
@@ -41,55 +38,10 @@ def _run(run_dir: Path) -> RunDirectory:
 
 
 def _note(text: str) -> str:
-    note = text.strip()
-    if not note:
-        raise click.UsageError("--note must say something")
-    if len(note) > MAX_NOTE:
-        raise click.UsageError(f"--note is at most {MAX_NOTE} characters")
-    return note
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def resolve_attempt(run: RunDirectory, target: str) -> AttemptRecord:
-    """An attempt id names itself; a case id names the case's latest attempt."""
-    records = run.attempts()
-    for record in records:
-        if record.attempt_id == target:
-            return record
-    of_case = [r for r in records if r.case_id == target]
-    if of_case:
-        return max(of_case, key=lambda r: r.attempt)
-    raise UnknownAttemptError(
-        f"{target!r} is neither an attempt of this run nor a case with an attempt "
-        f"({len(records)} attempts under {run.episodes})"
-    )
-
-
-def _append_line(path: Path, record: dict[str, Any]) -> None:
-    line = json.dumps(record, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    fd = open_private_log(path)
     try:
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> dict[str, Any]:
-    """A `leak_disclosed` run event, and the same line in the attempt's own log."""
-    fields: dict[str, Any] = {
-        "attempt_id": record.attempt_id,
-        "case_id": record.case_id,
-        "note": note,
-        "at": _now(),
-    }
-    run.event("leak_disclosed", **fields)
-    line = {"t": round(time.time(), 6), "event": "leak_disclosed", **fields}
-    _append_line(record.directory / DISCLOSURES_FILE, line)
-    return fields
+        return bounded_note(text)
+    except NoteError as exc:
+        raise click.UsageError(f"--note {exc}") from exc
 
 
 def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
@@ -131,12 +83,12 @@ def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict document.")
+@run_dir_argument(must_exist=False)
+@json_option("Print the verdict document.")
 def audit(run_dir: Path, as_json: bool) -> None:
     """Search everything the run's actors could read for private identifiers.
 
-    Exit codes: 0 clean; 6 leaks found; 4 nothing leaked but something could not be
+    Exit codes: 0 clean; 6 leaks found; 8 nothing leaked but something could not be
     checked (e.g. an endpoint directory is gone); 2 usage error.
     """
     run = _run(run_dir)
@@ -154,7 +106,7 @@ def audit(run_dir: Path, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@run_dir_argument(must_exist=False)
 @click.argument("case")
 @click.option("--note", required=True, help="What reached the actor, and how.")
 def disclose(run_dir: Path, case: str, note: str) -> None:
@@ -175,12 +127,12 @@ def disclose(run_dir: Path, case: str, note: str) -> None:
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@run_dir_argument(must_exist=False)
 @click.option("--note", required=True, help="The correction, and from when it applies.")
 def cutover(run_dir: Path, note: str) -> None:
     """Record a prospective operator correction, apart from the immutable manifest."""
     run = _run(run_dir)
-    run.event("operator_cutover", note=_note(note), at=_now())
+    record_cutover(run, _note(note))
     console.print("recorded an operator cutover in the run's event log")
 
 

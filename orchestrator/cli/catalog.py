@@ -15,7 +15,7 @@ from mailroom.orchestrator.catalog.frozen import (
     load_catalog,
 )
 from mailroom.orchestrator.catalog.plans import PLAN_KINDS, PlanError, build_plan, write_plan
-from mailroom.orchestrator.cli.options import console
+from mailroom.orchestrator.cli.options import console, json_option
 from rich.markup import escape
 from rich.table import Table
 
@@ -25,7 +25,7 @@ def _json_out(document: object) -> None:
 
 
 @click.command("catalog")
-@click.option("--json", "as_json", is_flag=True, help="Print the entries as one JSON document.")
+@json_option("Print the entries as one JSON document.")
 @click.option("--suite", default=None, help="Only this suite (e.g. libero_10, libero_10_lan).")
 @click.option(
     "--benchmark",
@@ -104,7 +104,7 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     "--out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="Plan file."
 )
 @click.option("--force", is_flag=True, help="Replace a different plan already at --out.")
-@click.option("--json", "as_json", is_flag=True, help="Also print the plan document.")
+@json_option("Also print the plan document.")
 def plan(
     kind: str,
     suite: str | None,

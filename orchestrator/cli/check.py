@@ -1,4 +1,7 @@
-"""`mailroom check-response`: validate a response file offline, as the loop would."""
+"""`mailroom check-response`: validate a response file offline, as the loop would.
+
+The verdict is `orchestrator/transport/response_check.py`'s; here is how it is printed.
+"""
 
 from __future__ import annotations
 
@@ -8,61 +11,7 @@ from pathlib import Path
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_FAILED, EXIT_OK
-from mailroom.orchestrator.cli.options import console
-
-# Without an observation to match, any well-formed id the file carries is taken as
-# the awaited one; a file without one is judged against this placeholder.
-NO_REQUEST_ID = "0" * 32
-
-
-def check_file(
-    file: Path, *, request_id: str | None, max_chunk: int, sequence: int | None
-) -> dict[str, object]:
-    """The loop's verdict on `file`: outcome, reason codes and messages."""
-    from mailroom.mailbox.claim import read_response_copy
-    from mailroom.mailbox.parser import (
-        ActionLimits,
-        Invalid,
-        ProtocolError,
-        ProtocolReason,
-        decode_document,
-        is_request_id,
-        parse_response,
-    )
-
-    outcome: object
-    expected_name = None if sequence is None else f"resp-{sequence}.json"
-    if expected_name is not None and file.name != expected_name:
-        outcome = ProtocolError(
-            ProtocolReason.WRONG_FILE_NAME,
-            f"the response for observation {sequence} must be named {expected_name}",
-        )
-    else:
-        data = read_response_copy(file)
-        if isinstance(data, ProtocolError):
-            outcome = data
-        else:
-            expected = request_id
-            if expected is None:
-                value = decode_document(data)
-                carried = value.get("request_id") if isinstance(value, dict) else None
-                expected = carried if is_request_id(carried) else NO_REQUEST_ID
-            outcome = parse_response(
-                data, expected_request_id=expected, limits=ActionLimits(max_chunk=max_chunk)
-            )
-    if isinstance(outcome, ProtocolError):
-        return {
-            "outcome": "protocol_error",
-            "reasons": [outcome.reason.value],
-            "messages": [outcome.message],
-        }
-    if isinstance(outcome, Invalid):
-        return {
-            "outcome": "invalid",
-            "reasons": [i.code for i in outcome.issues],
-            "messages": [i.message for i in outcome.issues],
-        }
-    return {"outcome": "accepted", "reasons": [], "messages": []}
+from mailroom.orchestrator.cli.options import console, json_option
 
 
 @click.command("check-response")
@@ -75,7 +24,7 @@ def check_file(
     default=None,
     help="The observation's sequence: the file must then be named resp-<sequence>.json.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@json_option("Print the verdict as JSON.")
 def check_response(
     file: Path, request_id: str | None, max_chunk: int, sequence: int | None, as_json: bool
 ) -> None:
@@ -83,6 +32,8 @@ def check_response(
 
     Exit status 0 when the loop would accept it, 1 otherwise.
     """
+    from mailroom.orchestrator.transport.response_check import check_file
+
     report = check_file(file, request_id=request_id, max_chunk=max_chunk, sequence=sequence)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
-from mailroom.orchestrator.cli.options import console
+from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from rich.table import Table
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@run_dir_argument()
 @click.option(
     "--format",
     "format_",
@@ -29,7 +29,7 @@ from rich.table import Table
     default=None,
     help="Where episodes.parquet and steps.parquet go (default: RUN_DIR/export).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a summary document as JSON.")
+@json_option("Print a summary document as JSON.")
 def export(run_dir: Path, format_: str, out_dir: Path | None, as_json: bool) -> None:
     """Write RUN_DIR's episodes (one row per result document) and steps (one row per
     executed control, LeRobot-aligned fields) as Parquet.

@@ -12,6 +12,7 @@ from typing import Any, NoReturn, cast
 
 import click
 from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.actors.confinement import (
     ConfinementDeclaration,
     ConfinementError,
@@ -28,7 +29,7 @@ from mailroom.orchestrator.cli.exits import (
     EXIT_OK,
     EXIT_USAGE,
 )
-from mailroom.orchestrator.cli.options import console
+from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import (
     ActorLimits,
@@ -37,7 +38,6 @@ from mailroom.orchestrator.episode.settings import (
     OutboxDurability,
     RecordMode,
     RunSettings,
-    WatchMode,
 )
 from rich.console import Console
 from rich.markup import escape
@@ -390,7 +390,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 def launch(
     plan_file: Path,
     profile: str,
@@ -446,7 +446,7 @@ def launch(
 
 
 @click.command()
-@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@run_dir_argument()
 @click.option(
     "--rerun-errored",
     is_flag=True,
@@ -455,7 +455,7 @@ def launch(
 )
 @click.option("--mailbox-root", type=click.Path(path_type=Path), default=None)
 @click.option("--workers", type=click.IntRange(min=1), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@json_option("Print the report as JSON.")
 def resume(
     run_dir: Path,
     rerun_errored: bool,

@@ -11,14 +11,14 @@ from typing import cast
 
 import click
 from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.sim.headless import configure_headless_rendering
 from rich.table import Table
 
 configure_headless_rendering()
 
 from mailroom.orchestrator.cli.exits import EXIT_EPISODE_ERROR, EXIT_OK  # noqa: E402
-from mailroom.orchestrator.cli.options import console  # noqa: E402
-from mailroom.orchestrator.episode.settings import WatchMode  # noqa: E402
+from mailroom.orchestrator.cli.options import console, json_option  # noqa: E402
 from mailroom.orchestrator.results.documents import EpisodeResult  # noqa: E402
 
 
@@ -87,7 +87,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the episode result document.")
+@json_option("Print the episode result document.")
 @click.option(
     "--run-dir",
     type=click.Path(path_type=Path),

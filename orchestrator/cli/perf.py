@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-from mailroom.orchestrator.cli.options import console
+from mailroom.orchestrator.cli.options import console, json_option
 from rich.table import Table
 
 TARGETS = {
@@ -50,9 +50,7 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Directory to hold the benchmark's mailboxes, as `launch --mailbox-root` would "
     "(default: the system's temporary directory).",
 )
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print one JSON object (headline keys plus details)."
-)
+@json_option("Print one JSON object (headline keys plus details).")
 def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_json: bool) -> None:
     """Measure where each decision's time goes, on the real simulator (takes minutes)."""
     from mailroom.orchestrator.perf.decision_costs import run_bench

@@ -17,7 +17,7 @@ from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner, 
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.results.documents import EpisodeResult
-from mailroom.orchestrator.sim.libero import CAMERAS, LiberoAdapter, resolve_task
+from mailroom.orchestrator.sim.base import CAMERAS, Simulator
 from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed, Transport
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from mailroom.orchestrator.transport.policy import Policy, PolicyTransport
@@ -58,7 +58,7 @@ def _prepare(
     case: Case,
     attempt: int,
     settings: RunSettings,
-    adapter: LiberoAdapter,
+    adapter: Simulator,
     run_dir: Path,
     confinement: ConfinementSettings,
     video: FrameSink | None = None,
@@ -70,7 +70,7 @@ def _prepare(
     request = EpisodeRequest(
         attempt_id=case.attempt_id(attempt),
         case_id=case.case_id,
-        identity=resolve_task(case.suite, case.task_index, case.task_order_index),
+        identity=adapter.resolve_task(case.suite, case.task_index, case.task_order_index),
         init_state_index=case.init_state_index,
         seed=case.seed,
         reference_horizon=horizon,
@@ -85,7 +85,7 @@ def run_blinded_episode(
     *,
     attempt: int,
     settings: RunSettings,
-    adapter: LiberoAdapter,
+    adapter: Simulator,
     run_dir: Path,
     mailbox_root: Path,
     launch_actor: ActorLauncher | None,
@@ -169,7 +169,7 @@ def run_in_process_episode(
     *,
     attempt: int,
     settings: RunSettings,
-    adapter: LiberoAdapter,
+    adapter: Simulator,
     run_dir: Path,
     policy: Policy,
 ) -> EpisodeResult:

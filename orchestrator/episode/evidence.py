@@ -34,6 +34,17 @@ def open_private_log(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
 
 
+def append_private_line(path: Path, line: str) -> None:
+    """Append one whole line to a private log and fsync it: a run's own records (its
+    events, an attempt's disclosures) are on disk before the command says so."""
+    fd = open_private_log(path)
+    try:
+        os.write(fd, line.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class EpisodeEvidence:
     def __init__(self, directory: Path) -> None:
         self.directory = directory

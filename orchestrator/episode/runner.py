@@ -11,11 +11,10 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
-from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.feedback import bounded_feedback
+from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 from mailroom.orchestrator.actors.confinement import ConfinementRecord
@@ -35,18 +34,19 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.sim.libero import (
+from mailroom.orchestrator.sim.base import (
     ACTION_LAYOUT,
     CONTROL_HZ,
     SETTLING_CONTROLS,
     Capture,
     EpisodeStart,
     Image,
-    LiberoAdapter,
+    Simulator,
     SimulatorError,
     TaskIdentity,
 )
 from mailroom.orchestrator.transport.base import Delivery, PolicyFailed, TimedOut, Transport
+from mailroom.timestamps import utc_timestamp
 
 
 @dataclass
@@ -56,10 +56,6 @@ class _State:
     errors: list[TypedError] = field(default_factory=list)
     termination: Termination | None = None
     truncation: Truncation | None = None
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -98,7 +94,7 @@ class FrameSink(Protocol):
 
 class EpisodeRunner:
     def __init__(
-        self, adapter: LiberoAdapter, settings: RunSettings, video: FrameSink | None = None
+        self, adapter: Simulator, settings: RunSettings, video: FrameSink | None = None
     ) -> None:
         self.adapter = adapter
         self.settings = settings
@@ -114,7 +110,7 @@ class EpisodeRunner:
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
         self.check_configuration(request.reference_horizon)
-        started_at, t0 = _now(), time.monotonic()
+        started_at, t0 = utc_timestamp(), time.monotonic()
         state = _State(counters=Counters())
         start: EpisodeStart | None = None
         last_sequence = 0
@@ -182,24 +178,17 @@ class EpisodeRunner:
             ),
             usage=Usage(),
             errors=state.errors,
-            case=CaseRecord(
-                benchmark=ident.benchmark,
-                suite=ident.suite,
-                task_index=ident.task_index,
-                task_name=ident.task_name,
-                instruction=ident.instruction,
+            case=CaseRecord.of(
+                ident,
                 init_state_index=request.init_state_index,
-                task_order_index=ident.task_order_index,
                 seed=request.seed,
-                bddl_sha256=ident.bddl_sha256,
-                init_states_sha256=ident.init_states_sha256,
                 state_sha256=start.state_sha256 if start else "0" * 64,
             ),
             settings=settings_record(settings, control_cap),
             blinded=True,
             confinement=request.confinement,
             started_at=started_at,
-            finished_at=_now(),
+            finished_at=utc_timestamp(),
             wall_time_s=round(time.monotonic() - t0, 3),
         )
         evidence.event(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from mailroom.mailbox.watcher import WatchMode
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 BudgetMode = Literal["horizon", "decisions"]
 InvalidActionHandling = Literal["terminal", "feedback"]
-WatchMode = Literal["inotify", "polling"]
 RecordMode = Literal["full", "minimal"]
 # How observation files reach the outbox. Both are atomic (temporary name, rename): the
 # actor only ever sees whole files. `durable` also fsyncs each file and the outbox, so

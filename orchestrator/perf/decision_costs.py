@@ -21,13 +21,9 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
 from mailroom.orchestrator.perf.phase_clock import CLOCK
+from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
 from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
-from mailroom.orchestrator.sim.libero import (
-    CAMERAS,
-    SETTLING_ACTION,
-    SETTLING_CONTROLS,
-    LiberoAdapter,
-)
+from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png, encode_png
 
 BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)

@@ -43,13 +43,8 @@ from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import OutboxDurability, RunSettings
 from mailroom.orchestrator.perf.detection import act_response, milliseconds, write_response
 from mailroom.orchestrator.perf.phase_clock import CLOCK
-from mailroom.orchestrator.sim.fake import STAND_IN_IDENTITY, StandInAdapter
-from mailroom.orchestrator.sim.libero import (
-    ACTION_LAYOUT,
-    CAMERAS,
-    CONTROL_HZ,
-    Capture,
-)
+from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
@@ -192,7 +187,7 @@ def measure_cycle(
         response_timeout_s=5,
         outbox_durability=durability,
     )
-    adapter = StandInAdapter(control_cap=decisions * K, frames=_capture)
+    adapter = FakeSimulator(control_cap=decisions * K, frames=_capture)
     runner = EpisodeRunner(adapter, settings)
     endpoint = create_endpoint(workdir / "mailbox")
     evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
@@ -203,7 +198,7 @@ def measure_cycle(
     request = EpisodeRequest(
         attempt_id="a-1",
         case_id="c",
-        identity=STAND_IN_IDENTITY,
+        identity=FAKE_IDENTITY,
         init_state_index=0,
         seed=0,
         reference_horizon=decisions * K,

@@ -13,6 +13,7 @@ from typing import Annotated, ClassVar, Literal
 from mailroom.mailbox.messages import WireComplete
 from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.episode.settings import BudgetMode, InvalidActionHandling
+from mailroom.orchestrator.sim.base import TaskIdentity
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -107,6 +108,10 @@ class TypedError(Strict):
 
 
 class CaseRecord(Strict):
+    """The case as a result document names it: the `Case` plus the task's name,
+    instruction and the hashes of the files and the state that were installed, so a
+    result can be checked against the catalog without the plan."""
+
     benchmark: str
     suite: str
     task_index: NonNegative
@@ -118,6 +123,26 @@ class CaseRecord(Strict):
     bddl_sha256: Sha256
     init_states_sha256: Sha256
     state_sha256: Sha256
+
+    @classmethod
+    def of(
+        cls, identity: TaskIdentity, *, init_state_index: int, seed: int, state_sha256: str
+    ) -> CaseRecord:
+        """The one way a result names its case: the task's identity plus this attempt's
+        initial state, seed and the hash of the state installed."""
+        return cls(
+            benchmark=identity.benchmark,
+            suite=identity.suite,
+            task_index=identity.task_index,
+            task_name=identity.task_name,
+            instruction=identity.instruction,
+            init_state_index=init_state_index,
+            task_order_index=identity.task_order_index,
+            seed=seed,
+            bddl_sha256=identity.bddl_sha256,
+            init_states_sha256=identity.init_states_sha256,
+            state_sha256=state_sha256,
+        )
 
 
 class SettingsRecord(Strict):

@@ -37,7 +37,7 @@ from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
 from mailroom.orchestrator.episode.video import VIDEOS_DIR
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.reporter import disclosed_attempts
-from mailroom.orchestrator.sim.libero import ACTION_LAYOUT, CONTROL_HZ
+from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"
 STEPS_FILE = "steps.jsonl"

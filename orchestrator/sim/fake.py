@@ -1,61 +1,133 @@
-"""The adapter's interface with no simulator behind it.
+"""A `Simulator` with no simulator behind it, outside the production path.
 
-For measuring the orchestrator's own code path (`orchestrator/perf/decision_overhead.py`) and for
-tests of pure runner logic. It executes nothing and never succeeds, so it backs no
-claim about the simulator.
+For measuring the orchestrator's own code path (`perf/decision_overhead.py`) and for
+tests of pure runner, transport and recording logic (the golden signature test). It
+steps no physics and renders nothing, so it backs no claim about the simulator: its
+frames are synthetic and deterministic (each depends only on the control count), and
+it succeeds only where told to (`succeed_at`, a control number), never by itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mailroom.orchestrator.sim.libero import (
+import numpy as np
+from mailroom.orchestrator.sim.base import (
+    CAMERAS,
+    IMAGE_SIZE,
     SETTLING_CONTROLS,
     Capture,
     ControlOutcome,
     EpisodeStart,
-    LiberoAdapter,
+    Image,
     TaskIdentity,
 )
 
-STAND_IN_IDENTITY = TaskIdentity(
-    benchmark="libero",
-    suite="libero_10",
-    task_index=0,
-    task_order_index=0,
-    task_name="stand-in",
-    instruction="put both the cream cheese box and the butter in the basket",
-    bddl_path=Path("stand-in.bddl"),
-    init_states_path=Path("stand-in.init"),
-    bddl_sha256="0" * 64,
-    init_states_sha256="0" * 64,
-    n_init_states=1,
-)
+FAKE_INSTRUCTION = "put both the cream cheese box and the butter in the basket"
 
 
-class StandInAdapter(LiberoAdapter):
-    """Hands over `frames()` wherever the real adapter would hand over a capture."""
+def fake_identity(
+    suite: str = "libero_10", task_index: int = 0, task_order_index: int = 0
+) -> TaskIdentity:
+    """An identity named for the case, with no files behind it."""
+    return TaskIdentity(
+        benchmark="libero",
+        suite=suite,
+        task_index=task_index,
+        task_order_index=task_order_index,
+        task_name=f"fake-{suite}-{task_index}",
+        instruction=FAKE_INSTRUCTION,
+        bddl_path=Path("fake.bddl"),
+        init_states_path=Path("fake.init"),
+        bddl_sha256="0" * 64,
+        init_states_sha256="0" * 64,
+        n_init_states=50,
+    )
 
-    def __init__(self, control_cap: int, frames: Callable[[], Capture]) -> None:
-        super().__init__(control_cap=control_cap)
+
+FAKE_IDENTITY = fake_identity()
+
+
+def _synthetic_image(camera: int, control: int, size: int) -> Image:
+    """A smooth gradient shifted by the control count: compressible like a real frame."""
+    row = (np.arange(size, dtype=np.uint16) + 3 * control + 85 * camera) % 256
+    image = np.empty((size, size, 3), dtype=np.uint8)
+    image[..., 0] = row[None, :]
+    image[..., 1] = row[:, None]
+    image[..., 2] = (control * 7 + camera * 40) % 256
+    return image
+
+
+def synthetic_capture(control: int, size: int = IMAGE_SIZE) -> Capture:
+    images = {name: _synthetic_image(i, control, size) for i, name in enumerate(CAMERAS)}
+    return Capture(images=images, joint_pos=None, gripper_qpos=None)
+
+
+class FakeSimulator:
+    """Implements `sim.base.Simulator`; executes nothing.
+
+    `frames`, when given, replaces the synthetic capture (a benchmark hands over one
+    prepared capture to measure the orchestrator alone); `succeed_at` makes native
+    success true from that executed control on (1-based), for tests of success paths.
+    """
+
+    def __init__(
+        self,
+        *,
+        control_cap: int,
+        proprio: bool = False,
+        frames: Callable[[], Capture] | None = None,
+        succeed_at: int | None = None,
+        image_size: int = IMAGE_SIZE,
+    ) -> None:
+        self.control_cap = control_cap
+        self.proprio = proprio
+        self.record_frames = False
         self._frames = frames
+        self._succeed_at = succeed_at
+        self._image_size = image_size
+        self._controls = 0
+        self._seed = 0
+
+    def _capture(self) -> Capture:
+        if self._frames is not None:
+            return self._frames()
+        return synthetic_capture(self._seed + self._controls, self._image_size)
+
+    def set_control_cap(self, control_cap: int) -> None:
+        self.control_cap = control_cap
+
+    def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+        return fake_identity(suite, task_index, task_order_index)
 
     def start_episode(
         self, identity: TaskIdentity, init_state_index: int, seed: int
     ) -> EpisodeStart:
+        self._controls = 0
+        self._seed = seed % 1000 + init_state_index
+        state = hashlib.sha256(f"{identity.task_name}/{init_state_index}".encode()).hexdigest()
         return EpisodeStart(
             identity=identity,
             init_state_index=init_state_index,
             seed=seed,
-            state_sha256="0" * 64,
+            state_sha256=state,
             settling_controls=SETTLING_CONTROLS,
             success_during_settling=False,
-            capture=self._frames(),
+            capture=self._capture(),
         )
 
     def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
-        return ControlOutcome(success=False, capture=self._frames() if observe else None)
+        self._controls += 1
+        success = self._succeed_at is not None and self._controls >= self._succeed_at
+        capture = self._capture() if observe or self.record_frames else None
+        return ControlOutcome(
+            success=success,
+            capture=capture if observe else None,
+            state=(0.0,) * 9 if self.proprio else None,
+            frames=capture.images if capture is not None and self.record_frames else None,
+        )
 
     def close(self) -> None:
         return None

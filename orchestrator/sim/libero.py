@@ -27,77 +27,24 @@ import numpy.typing as npt
 from mailroom.hashing import sha256_bytes, sha256_file
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
 from mailroom.orchestrator.perf.phase_clock import CLOCK
+from mailroom.orchestrator.sim.base import (
+    CAMERAS,
+    IMAGE_SIZE,
+    SETTLING_ACTION,
+    SETTLING_CONTROLS,
+    Capture,
+    ControlOutcome,
+    EpisodeStart,
+    Image,
+    SimulatorError,
+    TaskIdentity,
+)
 from mailroom.orchestrator.sim.headless import (
     configure_headless_rendering,
     simulator_chatter_to_stderr,
 )
 
 configure_headless_rendering()
-
-CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
-IMAGE_SIZE = 256
-SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-SETTLING_CONTROLS = 10
-CONTROL_HZ = 20
-ACTION_LAYOUT: tuple[str, ...] = (
-    "dx",
-    "dy",
-    "dz",
-    "droll_axis_angle",
-    "dpitch_axis_angle",
-    "dyaw_axis_angle",
-    "gripper",
-)
-Image = npt.NDArray[np.uint8]
-
-
-class SimulatorError(RuntimeError):
-    """A native simulator failure: always a terminal infrastructure error."""
-
-
-@dataclass(frozen=True)
-class TaskIdentity:
-    benchmark: str
-    suite: str
-    task_index: int
-    task_order_index: int
-    task_name: str
-    instruction: str
-    bddl_path: Path
-    init_states_path: Path
-    bddl_sha256: str
-    init_states_sha256: str
-    n_init_states: int
-
-
-@dataclass(frozen=True)
-class Capture:
-    """One sensor capture as the actor receives it (transformed, contiguous)."""
-
-    images: dict[str, Image]
-    joint_pos: tuple[float, ...] | None
-    gripper_qpos: tuple[float, ...] | None
-
-
-@dataclass(frozen=True)
-class EpisodeStart:
-    identity: TaskIdentity
-    init_state_index: int
-    seed: int
-    state_sha256: str
-    settling_controls: int
-    success_during_settling: bool
-    capture: Capture
-
-
-@dataclass(frozen=True)
-class ControlOutcome:
-    success: bool
-    capture: Capture | None
-    # 7 arm + 2 gripper encoders after the control, when the proprio track is on.
-    state: tuple[float, ...] | None = None
-    # Both cameras after the control, when frames are recorded for video.
-    frames: dict[str, Image] | None = None
 
 
 def libero_package_dir() -> Path:
@@ -276,7 +223,10 @@ def _transform(image: Any) -> Image:
 
 
 class LiberoAdapter:
-    """Owns one LIBERO env at a time and reuses it across episodes of the same task."""
+    """Owns one LIBERO env at a time and reuses it across episodes of the same task.
+
+    Implements `sim.base.Simulator`.
+    """
 
     def __init__(
         self,
@@ -303,6 +253,9 @@ class LiberoAdapter:
         self.control_cap = control_cap
         if self._env is not None:
             self._env.env.horizon = self.env_horizon
+
+    def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+        return resolve_task(suite, task_index, task_order_index)
 
     @property
     def env_horizon(self) -> int:
@@ -453,3 +406,8 @@ class LiberoAdapter:
             finally:
                 self._env = None
                 self._env_key = None
+
+
+def open_libero(*, control_cap: int, proprio: bool) -> LiberoAdapter:
+    """The `SimulatorFactory` of a real LIBERO worker."""
+    return LiberoAdapter(control_cap=control_cap, proprio=proprio)

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, ProtocolError
-from mailroom.orchestrator.sim.libero import Capture
+from mailroom.orchestrator.sim.base import Capture
 
 
 @dataclass(frozen=True)

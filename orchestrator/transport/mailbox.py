@@ -12,11 +12,11 @@ import time
 from typing import TYPE_CHECKING
 
 from mailroom.hashing import sha256_bytes
-from mailroom.mailbox.anchor import EndpointTamperedError
 from mailroom.mailbox.endpoint import Endpoint, held_endpoint
+from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
-from mailroom.mailbox.publish import canonical_json, publish_all_to_outbox, publish_to_outbox
+from mailroom.mailbox.publish import document_bytes, publish_all_to_outbox, publish_to_outbox
 from mailroom.mailbox.quota import Usage, endpoint_usage
 from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence, StrayResponse
 from mailroom.mailbox.watcher import (
@@ -33,7 +33,7 @@ from mailroom.orchestrator.transport.observation import observation_document
 from mailroom.orchestrator.transport.png import encode_png
 
 if TYPE_CHECKING:
-    from mailroom.orchestrator.sim.libero import Capture
+    from mailroom.orchestrator.sim.base import Capture
 
 
 def _stray_fields(stray: StrayResponse) -> dict[str, object]:
@@ -116,7 +116,7 @@ class MailboxTransport:
         ]
         with CLOCK.phase("observation_document"):
             document = observation_document(delivery, self.endpoint)
-            body = canonical_json(document)
+            body = document_bytes(document)
         name = self.endpoint.observation_file(delivery.sequence).name
         if delivery.sequence == 1:
             # On record before the actor can see anything: an attempt killed during
@@ -216,7 +216,7 @@ class MailboxTransport:
         """Publish the closed notice and sweep once. Never raises for the endpoint's state:
         a notice that cannot be published is recorded (`closed_not_published`)."""
         try:
-            body = canonical_json(to_document(Closed(last_sequence=last_sequence)))
+            body = document_bytes(to_document(Closed(last_sequence=last_sequence)))
             try:
                 publish_to_outbox(
                     self.dirs, self.endpoint.closed_file.name, body, durable=self.durable

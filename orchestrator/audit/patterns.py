@@ -1,0 +1,274 @@
+"""What counts as private in a run, as rules over text: the audit's patterns.
+
+Identifiers come from the run's manifest, plan and attempt directories, and from the
+frozen catalog: the run's own names, case ids, benchmark, suite and task names, BDDL
+files, seeds, initial-state indices, keys that name them, and dates. `scan.py` decides
+what an actor could read; this module says, for any text, which of these it names.
+
+Matching is by whole tokens, so that a seed 7 is not found inside 0.7, and a seed or a
+date is not found inside a hex string (a request id, a token, a hash) either: its
+neighbours are letters or digits. Hex strings are not skipped wholesale, because a run
+may well be named by one. Hex request ids are blanked, and so is the attempt's own task
+instruction: it is public, delivered on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from mailroom.orchestrator.actors.profiles import actor_instructions_template
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogError, load_catalog
+
+IdentifierKind = Literal[
+    "run_id",
+    "run_directory",
+    "case_id",
+    "benchmark",
+    "suite",
+    "task_name",
+    "bddl_file",
+    "seed",
+    "init_state_index",
+    "private_key",
+    "date",
+]
+MAX_EXCERPT = 200
+# Seeds this long are searched as whole numbers anywhere; shorter ones only next to "seed".
+WHOLE_NUMBER_SEED_DIGITS = 5
+MIN_NAME_LENGTH = 3
+
+
+# Rules run on a masked, ASCII-lowercased copy of the text (same length, same offsets).
+
+_WORD_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_NUMBER_LEFT = r"(?<![0-9a-z])(?<!\d\.)"  # not inside a word or after a decimal point
+_NUMBER_RIGHT = r"(?![0-9a-z])(?!\.\d)"
+_CONNECTIVE = r"(?:(?:is|was|of|at|no|number|index)\W{1,3})?"
+_SEED_CONTEXT = r"(?<![a-z])seed[a-z_]*\W{0,5}" + _CONNECTIVE
+_STATE_CONTEXT = (
+    r"(?<![a-z])(?:init(?:ial)?[ _-]?states?|state[ _-]?(?:index|idx|id|no))"
+    r"[a-z_]*\W{0,5}" + _CONNECTIVE
+)
+_KEY = re.compile(r"[\"']([^\"'\n]{1,200})[\"']\s*:")
+_PRIVATE_KEY_WORD = re.compile(r"libero|suite|seed|bddl|init_?state|initial_?state|state_?index")
+_BENCHMARK = re.compile(r"(?<![a-z])libero")
+_BDDL_NAME = re.compile(r"\.bddl(?![0-9a-z])")
+_DAY = r"(?:0[1-9]|[12]\d|3[01])"
+_MONTH = r"(?:0[1-9]|1[0-2])"
+_ISO_DATE = re.compile(rf"(?<!\d)(?:19|20)\d\d-{_MONTH}-{_DAY}(?!\d)")
+_COMPACT_DATE = re.compile(rf"{_NUMBER_LEFT}(?:19|20)\d\d{_MONTH}{_DAY}(?:(?=t\d)|{_NUMBER_RIGHT})")
+_SCENE = re.compile(r"^((?:[A-Z]+_)+SCENE\d+)_")
+# Only a hex request id is skipped: anything else in that place is searched like the rest.
+_REQUEST_ID_VALUE = re.compile(r"""(?<=["']request_id["'])\s*:\s*["'][0-9A-Fa-f]{1,200}(?=["'])""")
+_BLANKS = re.compile(r"[\s\x00-\x1f\x7f]+")
+_MONTH_NAMES = (
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    kind: IdentifierKind
+    pattern: re.Pattern[str]
+    exclude: frozenset[str] = frozenset()
+
+    def spans(self, lowered: str) -> Iterator[tuple[int, int]]:
+        for match in self.pattern.finditer(lowered):
+            if match.group(0) not in self.exclude:
+                yield match.span()
+
+
+@dataclass(frozen=True)
+class _Names:
+    """Literal names as whole tokens: a substring search per name, then the boundaries."""
+
+    kind: IdentifierKind
+    names: tuple[str, ...]
+
+    def spans(self, lowered: str) -> Iterator[tuple[int, int]]:
+        for name in self.names:
+            start = lowered.find(name)
+            while start >= 0:
+                end = start + len(name)
+                if (start == 0 or lowered[start - 1] not in _WORD_CHARS) and (
+                    end == len(lowered) or lowered[end] not in _WORD_CHARS
+                ):
+                    yield start, end
+                start = lowered.find(name, start + 1)
+
+
+@dataclass(frozen=True)
+class _PrivateKeys:
+    kind: IdentifierKind = "private_key"
+
+    def spans(self, lowered: str) -> Iterator[tuple[int, int]]:
+        for match in _KEY.finditer(lowered):
+            if _PRIVATE_KEY_WORD.search(match.group(1)):
+                yield match.span()
+
+
+_Rule = _Pattern | _Names | _PrivateKeys
+
+
+def _alternation(names: Iterable[str]) -> str:
+    unique = sorted(set(names), key=lambda n: (-len(n), n))
+    return "|".join(re.escape(n) for n in unique)
+
+
+def _names(kind: IdentifierKind, names: Iterable[str]) -> _Names | None:
+    unique = sorted({n.lower() for n in names if n}, key=lambda n: (-len(n), n))
+    return _Names(kind, tuple(unique)) if unique else None
+
+
+def _ascii_lower(text: str) -> str:
+    return text.lower() if text.isascii() else text.translate(_ASCII_LOWER)
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(w for w in re.split(r"[^0-9a-z]+", text.lower()) if w)
+
+
+def _distinctive(name: str, template_lowered: str) -> bool:
+    """A name the shared instructions themselves contain (a run called `run`) cannot be
+    told apart from them, so it is not searched for."""
+    if len(name) < MIN_NAME_LENGTH:
+        return False
+    return not any(_Names("run_id", (name.lower(),)).spans(template_lowered))
+
+
+def _run_date_rule(created_at: str | None) -> _Pattern | None:
+    """The run's own creation date in the other ways people write dates."""
+    match = re.match(r"^(\d{4})-(\d{2})-(\d{2})", created_at or "")
+    if match is None:
+        return None
+    y, m, d = match.groups()
+    month_name = _MONTH_NAMES[int(m) - 1]
+    day = str(int(d))
+    forms = [
+        rf"{y}[/_.]{m}[/_.]{d}",
+        rf"{d}[./]{m}[./]{y}",
+        rf"{m}/{d}/{y}",
+        rf"{month_name}[a-z]*\.?\s+0?{day},?\s+{y}",
+        rf"0?{day}\s+{month_name}[a-z]*\.?,?\s+{y}",
+    ]
+    return _Pattern("date", re.compile(rf"(?<![0-9a-z])(?:{'|'.join(forms)})(?!\d)"))
+
+
+@dataclass(frozen=True)
+class _CaseFacts:
+    task_names: frozenset[str]
+    bddl_files: frozenset[str]
+
+
+def _case_facts(cases: Iterable[Case]) -> _CaseFacts:
+    catalog = load_catalog()
+    names: set[str] = set()
+    bddl: set[str] = set()
+    for case in cases:
+        try:
+            entry = catalog.entry(case.suite, case.task_index)
+        except CatalogError:
+            continue
+        names.add(entry.task_name)
+        bddl.add(Path(entry.bddl_path).name)
+    return _CaseFacts(frozenset(names), frozenset(bddl))
+
+
+@dataclass(frozen=True)
+class Identifiers:
+    """The run's private identifiers, compiled once per audit."""
+
+    rules: tuple[_Rule, ...]
+
+    def find(
+        self, text: str, *, instruction: str | None, actor_written: bool
+    ) -> Iterator[tuple[IdentifierKind, str]]:
+        """The first occurrence of each kind of identifier in `text`, with an excerpt."""
+        lowered = _ascii_lower(_mask(text, instruction))
+        public_words = _words(instruction) if instruction else None
+        found: set[IdentifierKind] = set()
+        for rule in self.rules:
+            if rule.kind in found:
+                continue
+            for start, end in rule.spans(lowered):
+                # A task name that is only the attempt's own instruction with underscores
+                # tells an actor nothing it was not given: its own notes may use it.
+                if (
+                    rule.kind == "task_name"
+                    and actor_written
+                    and _words(lowered[start:end]) == public_words
+                ):
+                    continue
+                found.add(rule.kind)
+                yield rule.kind, excerpt(text, start, end)
+                break
+
+
+def build_identifiers(
+    *,
+    run_names: dict[IdentifierKind, str],
+    cases: Iterable[Case],
+    case_ids: Iterable[str],
+    created_at: str | None,
+) -> Identifiers:
+    """The rules, in reporting order; a kind is reported once per place."""
+    cases = list(cases)
+    template = _ascii_lower(actor_instructions_template())
+    facts = _case_facts(cases)
+    scenes = {m.group(1) for n in facts.task_names if (m := _SCENE.match(n)) is not None}
+    seeds = {str(c.seed) for c in cases}
+    long_seeds = {s for s in seeds if len(s) >= WHOLE_NUMBER_SEED_DIGITS}
+    seed_pattern = f"{_SEED_CONTEXT}(?:{_alternation(seeds)}){_NUMBER_RIGHT}"
+    if long_seeds:
+        seed_pattern += f"|{_NUMBER_LEFT}(?:{_alternation(long_seeds)}){_NUMBER_RIGHT}"
+    states = _alternation(str(c.init_state_index) for c in cases)
+    candidates: list[_Rule | None] = [
+        _names(kind, [name]) for kind, name in run_names.items() if _distinctive(name, template)
+    ]
+    candidates += [
+        _names("case_id", case_ids),
+        _Pattern("benchmark", _BENCHMARK),
+        _names("suite", set(load_catalog().suites()) | {c.suite for c in cases}),
+        _names("task_name", facts.task_names | scenes),
+        _names("bddl_file", facts.bddl_files),
+        _Pattern("bddl_file", _BDDL_NAME),
+        _Pattern("seed", re.compile(seed_pattern)) if seeds else None,
+        (
+            _Pattern("init_state_index", re.compile(f"{_STATE_CONTEXT}(?:{states}){_NUMBER_RIGHT}"))
+            if states
+            else None
+        ),
+        _PrivateKeys(),
+        _Pattern("date", _ISO_DATE),
+        # A seed such as 20260907 reads as a date too: it is reported once, as a seed.
+        _Pattern("date", _COMPACT_DATE, exclude=frozenset(long_seeds)),
+        _run_date_rule(created_at),
+    ]
+    return Identifiers(tuple(r for r in candidates if r is not None))
+
+
+def _blank(match: re.Match[str]) -> str:
+    return "x" * len(match.group(0))
+
+
+def _mask(text: str, instruction: str | None) -> str:
+    """Same length as `text` (excerpts use its offsets), with public parts blanked."""
+    if instruction:
+        text = text.replace(instruction, " " * len(instruction))
+    return _REQUEST_ID_VALUE.sub(_blank, text)
+
+
+def excerpt(text: str, start: int, end: int) -> str:
+    """The match with as much context on each side as the bound allows, on one line."""
+    room = MAX_EXCERPT - 6  # the two ellipses
+    end = min(end, start + room)
+    context = max(0, (room - (end - start)) // 2)
+    a, b = max(0, start - context), min(len(text), end + context)
+    body = _BLANKS.sub(" ", text[a:b])
+    return (("..." if a > 0 else "") + body + ("..." if b < len(text) else ""))[:MAX_EXCERPT]

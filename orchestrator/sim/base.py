@@ -1,0 +1,124 @@
+"""What every simulator adapter shares: its Protocol, the types it returns, the protocol
+constants (cameras, image size, settling, action layout).
+
+The runner, the episode and the coordinator depend on `Simulator` only; `libero.py`
+implements it on the real LIBERO stack and `fake.py` without a simulator. A second
+benchmark is a new adapter module beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
+IMAGE_SIZE = 256
+SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
+SETTLING_CONTROLS = 10
+CONTROL_HZ = 20
+ACTION_LAYOUT: tuple[str, ...] = (
+    "dx",
+    "dy",
+    "dz",
+    "droll_axis_angle",
+    "dpitch_axis_angle",
+    "dyaw_axis_angle",
+    "gripper",
+)
+Image = npt.NDArray[np.uint8]
+
+
+class SimulatorError(RuntimeError):
+    """A native simulator failure: always a terminal infrastructure error."""
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """A task as the simulator builds it: its files, their hashes and the instruction.
+
+    Resolved from a case's suite and task index; the runner hands it to the simulator,
+    and a result's `CaseRecord` is made from it. Private: never shown to an actor.
+    """
+
+    benchmark: str
+    suite: str
+    task_index: int
+    task_order_index: int
+    task_name: str
+    instruction: str
+    bddl_path: Path
+    init_states_path: Path
+    bddl_sha256: str
+    init_states_sha256: str
+    n_init_states: int
+
+
+@dataclass(frozen=True)
+class Capture:
+    """One sensor capture as the actor receives it (transformed, contiguous)."""
+
+    images: dict[str, Image]
+    joint_pos: tuple[float, ...] | None
+    gripper_qpos: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class EpisodeStart:
+    identity: TaskIdentity
+    init_state_index: int
+    seed: int
+    state_sha256: str
+    settling_controls: int
+    success_during_settling: bool
+    capture: Capture
+
+
+@dataclass(frozen=True)
+class ControlOutcome:
+    success: bool
+    capture: Capture | None
+    # 7 arm + 2 gripper encoders after the control, when the proprio track is on.
+    state: tuple[float, ...] | None = None
+    # Both cameras after the control, when frames are recorded for video.
+    frames: dict[str, Image] | None = None
+
+
+class Simulator(Protocol):
+    """One simulator at a time, reused across episodes of the same task.
+
+    `control_cap` is the most controls an episode may execute (the runner checks it
+    against its own budget before anything starts); with `record_frames` every executed
+    control returns both cameras' frames for video evidence.
+    """
+
+    control_cap: int
+    record_frames: bool
+
+    def set_control_cap(self, control_cap: int) -> None: ...
+
+    def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+        """The task's identity, with its files checked against the frozen catalog."""
+        ...
+
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        """Seed, reset, install the initial state, settle; the first capture."""
+        ...
+
+    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        """One native control of a validated action; a capture only when `observe`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class SimulatorFactory(Protocol):
+    """Builds a worker's simulator: a module-level callable, so it crosses a process spawn."""
+
+    def __call__(self, *, control_cap: int, proprio: bool) -> Simulator: ...

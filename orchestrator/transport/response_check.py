@@ -1,0 +1,63 @@
+"""The loop's verdict on one response file, offline: what `mailroom check-response` gives.
+
+The file is read and judged exactly as a claimed response is (`read_response_copy`, then
+the frozen parser), so an actor's author sees the reason codes the loop would record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mailroom.mailbox.claim import read_response_copy
+from mailroom.mailbox.parser import (
+    ActionLimits,
+    Invalid,
+    ProtocolError,
+    ProtocolReason,
+    decode_document,
+    is_request_id,
+    parse_response,
+)
+
+# Without an observation to match, any well-formed id the file carries is taken as
+# the awaited one; a file without one is judged against this placeholder.
+NO_REQUEST_ID = "0" * 32
+
+
+def check_file(
+    file: Path, *, request_id: str | None, max_chunk: int, sequence: int | None
+) -> dict[str, object]:
+    """The loop's verdict on `file`: outcome, reason codes and messages."""
+    outcome: object
+    expected_name = None if sequence is None else f"resp-{sequence}.json"
+    if expected_name is not None and file.name != expected_name:
+        outcome = ProtocolError(
+            ProtocolReason.WRONG_FILE_NAME,
+            f"the response for observation {sequence} must be named {expected_name}",
+        )
+    else:
+        data = read_response_copy(file)
+        if isinstance(data, ProtocolError):
+            outcome = data
+        else:
+            expected = request_id
+            if expected is None:
+                value = decode_document(data)
+                carried = value.get("request_id") if isinstance(value, dict) else None
+                expected = carried if is_request_id(carried) else NO_REQUEST_ID
+            outcome = parse_response(
+                data, expected_request_id=expected, limits=ActionLimits(max_chunk=max_chunk)
+            )
+    if isinstance(outcome, ProtocolError):
+        return {
+            "outcome": "protocol_error",
+            "reasons": [outcome.reason.value],
+            "messages": [outcome.message],
+        }
+    if isinstance(outcome, Invalid):
+        return {
+            "outcome": "invalid",
+            "reasons": [i.code for i in outcome.issues],
+            "messages": [i.message for i in outcome.issues],
+        }
+    return {"outcome": "accepted", "reasons": [], "messages": []}

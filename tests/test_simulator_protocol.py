@@ -1,0 +1,88 @@
+"""The runner side depends on the `Simulator` Protocol, never on the LIBERO adapter."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mailroom.orchestrator.sim.base import SETTLING_CONTROLS, Simulator, SimulatorFactory
+from mailroom.orchestrator.sim.fake import FakeSimulator, fake_identity
+from mailroom.orchestrator.sim.libero import LiberoAdapter, open_libero
+
+ORCHESTRATOR = Path(__file__).resolve().parents[1] / "orchestrator"
+# Rooms that must work with any simulator: none may import the LIBERO adapter.
+SIMULATOR_FREE = ("episode", "transport", "results", "actors", "audit")
+
+# Statically checked by mypy: both adapters are Simulators, the factory a SimulatorFactory.
+FACTORY: SimulatorFactory = open_libero
+
+
+def _as_simulator(simulator: Simulator) -> Simulator:
+    return simulator
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("room", SIMULATOR_FREE)
+def test_a_simulator_free_room_never_imports_the_libero_adapter(room: str) -> None:
+    offenders = [
+        path.relative_to(ORCHESTRATOR).as_posix()
+        for path in sorted((ORCHESTRATOR / room).rglob("*.py"))
+        if "mailroom.orchestrator.sim.libero" in _imports(path)
+    ]
+    assert offenders == []
+
+
+def test_the_import_check_sees_an_import_inside_a_function() -> None:
+    """The demo imports the adapter inside its command: the check must see that."""
+    assert "mailroom.orchestrator.sim.libero" in _imports(ORCHESTRATOR / "cli" / "main.py")
+
+
+def test_the_libero_adapter_builds_nothing_until_an_episode_starts() -> None:
+    real = _as_simulator(LiberoAdapter(control_cap=5))
+    real.set_control_cap(9)
+    assert real.control_cap == 9
+    real.close()
+
+
+def test_the_fake_is_deterministic_and_succeeds_only_where_told() -> None:
+    identity = fake_identity("libero_goal", 3)
+    runs = []
+    for _ in range(2):
+        fake = _as_simulator(FakeSimulator(control_cap=10, succeed_at=3))
+        start = fake.start_episode(identity, 2, seed=7)
+        assert start.settling_controls == SETTLING_CONTROLS and not start.success_during_settling
+        outcomes = [fake.step([0.0] * 7, observe=i == 3) for i in range(4)]
+        assert [o.success for o in outcomes] == [False, False, True, True]
+        assert [o.capture is not None for o in outcomes] == [False, False, False, True]
+        runs.append((start, outcomes[3]))
+    (a_start, a_last), (b_start, b_last) = runs
+    assert a_start.state_sha256 == b_start.state_sha256
+    assert a_last.capture is not None and b_last.capture is not None
+    for camera, image in a_last.capture.images.items():
+        assert image.shape == (256, 256, 3) and image.dtype == np.uint8
+        assert np.array_equal(image, b_last.capture.images[camera])
+        assert not np.array_equal(image, a_start.capture.images[camera])
+    never = FakeSimulator(control_cap=10)
+    never.start_episode(identity, 0, seed=7)
+    assert not any(never.step([0.0] * 7, observe=False).success for _ in range(10))
+
+
+def test_the_fake_records_frames_when_asked() -> None:
+    fake = FakeSimulator(control_cap=10)
+    fake.record_frames = True
+    fake.start_episode(fake.resolve_task("libero_10", 0, 0), 0, seed=1)
+    outcome = fake.step([0.0] * 7, observe=False)
+    assert outcome.capture is None and outcome.frames is not None
+    assert set(outcome.frames) == {"agentview", "robot0_eye_in_hand"}
