@@ -1,7 +1,8 @@
 """The runner's evidence without the simulator: step rows and the event log.
 
-A stand-in adapter (the adapter's interface, synthetic frames, no physics) drives the
-real runner through the real mailbox transport; the actor answers inline.
+The fake simulator (`sim/fake.py`: the Simulator Protocol, synthetic frames, no
+physics) drives the real runner through the real mailbox transport; the actor answers
+inline.
 """
 
 from __future__ import annotations

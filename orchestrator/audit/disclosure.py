@@ -72,6 +72,11 @@ def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> di
     return fields
 
 
+def disclosed_attempts(run: RunDirectory) -> set[str]:
+    """Every attempt a `leak_disclosed` event names: not blinded, never retried."""
+    return {e["attempt_id"] for e in run.events() if e.get("event") == "leak_disclosed"}
+
+
 def record_cutover(run: RunDirectory, note: str) -> None:
     """An `operator_cutover` run event: a prospective correction, apart from the manifest.
 

@@ -21,13 +21,13 @@ from typing import Any
 
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent
+from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.perf.process_memory import peak_rss_mb
 from mailroom.orchestrator.results.documents import EpisodeResult
-from mailroom.orchestrator.results.reporter import disclosed_attempts
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
 
 WORK_POLL_S = 0.5

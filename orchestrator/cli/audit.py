@@ -15,6 +15,7 @@ from mailroom.orchestrator.audit.disclosure import (
     NoteError,
     UnknownAttemptError,
     bounded_note,
+    disclosed_attempts,
     record_cutover,
     record_disclosure,
     resolve_attempt,
@@ -23,7 +24,6 @@ from mailroom.orchestrator.audit.scan import AUDIT_FILE, AuditError, AuditVerdic
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
 from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
-from mailroom.orchestrator.results.reporter import disclosed_attempts
 from rich.markup import escape
 from rich.table import Table
 

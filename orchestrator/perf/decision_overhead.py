@@ -3,10 +3,10 @@
 Everything here is the real code path on real files in a temporary directory (on the
 same disk as a run directory would be): a real endpoint, `MailboxTransport`, the
 frozen parser, evidence, and in `cycle` the real `EpisodeRunner`. Only the simulator
-is replaced: a stand-in adapter returns synthetic 256 x 256 uint8 frames (copied
-through the protocol transform as the real adapter does) and never steps physics or
-renders. The actor answers inline, between publication and the wait, so no thread or
-process competes with the measured path and nothing is detected late.
+is replaced: the fake simulator (`sim/fake.py`) returns synthetic 256 x 256 uint8
+frames (copied through the protocol transform as the real adapter does) and never
+steps physics or renders. The actor answers inline, between publication and the wait,
+so no thread or process competes with the measured path and nothing is detected late.
 
 - `transport`: `MailboxTransport.deliver` and `await_decision` alone, phase by phase.
 - `cycle`: whole episodes through `EpisodeRunner`: the overhead per decision from the

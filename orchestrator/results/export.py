@@ -31,12 +31,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 from mailroom.mailbox.publish import fsync_directory
+from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.manifest import manifest_errors
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
 from mailroom.orchestrator.episode.video import VIDEOS_DIR
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
-from mailroom.orchestrator.results.reporter import disclosed_attempts
 from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import parse_plan
@@ -165,10 +166,6 @@ def confinement_label(result: EpisodeResult) -> str:
     if record.mode == "sandbox" and record.network == "host":
         return "sandbox (host network)"
     return record.mode
-
-
-def disclosed_attempts(run: RunDirectory) -> set[str]:
-    return {e["attempt_id"] for e in run.events() if e.get("event") == "leak_disclosed"}
 
 
 @dataclass(frozen=True)

@@ -1,3 +1,3 @@
 """Simulators behind one Protocol: the shared types in `base`, LIBERO in `libero`, a
-simulator-free stand-in in `fake`.
+simulator-free fake in `fake`.
 """
