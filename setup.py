@@ -5,7 +5,7 @@ the standard library's `mailbox` module; everything else (metadata, dependencies
 package data) is in pyproject.toml.
 """
 
-from setuptools import find_namespace_packages, setup
+from setuptools import find_packages, setup
 
 FOLDERS = {
     "mailroom": "package",
@@ -20,9 +20,7 @@ def _packages() -> list[str]:
     found = list(FOLDERS)
     for name, folder in FOLDERS.items():
         found += [
-            f"{name}.{sub}"
-            for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])
-            if f"{name}.{sub}" not in FOLDERS
+            f"{name}.{sub}" for sub in find_packages(folder) if f"{name}.{sub}" not in FOLDERS
         ]
     return sorted(found)
 

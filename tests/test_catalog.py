@@ -220,3 +220,9 @@ def test_env_instruction_check(frozen: Catalog) -> None:
     check_env_instruction("libero_spatial", 0, standard.bddl_language)
     with pytest.raises(InstructionMismatchError):
         check_env_instruction("libero_spatial", 0, "something else")
+
+
+def test_the_catalog_identity_is_pinned() -> None:
+    """Plans and manifests record this hash: a change refuses every plan built before
+    (list the old hash in EQUIVALENT_CATALOGS when only the provenance changed)."""
+    assert catalog_sha256() == "76b7c5e13672ed2b680ad2f6562e9bfe40ba95db883521a3b68fdf87d87a8f2f"

@@ -6,9 +6,12 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 
 from conftest import REPO
-from mailroom.orchestrator.campaign.manifest import PACKAGES, _package_version
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.campaign.manifest import PACKAGES, build_manifest
+from mailroom.orchestrator.episode.settings import RunSettings
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -125,16 +128,31 @@ def test_the_installed_versions_are_the_locked_ones() -> None:
     assert not differing, f"locked vs installed: {differing}"
 
 
-def test_the_manifest_records_the_locked_versions() -> None:
-    locked = lock()
-    names = {canonicalize_name(name) for name in PACKAGES}
-    assert names - {canonicalize_name(PROJECT)} <= set(locked), (
-        f"recorded by the manifest but not locked: {sorted(names - set(locked))}"
+def test_the_manifest_records_the_locked_versions(tmp_path: Path) -> None:
+    """What a run's manifest records as its package versions is what the lock pins."""
+    manifest = build_manifest(
+        run_id="run-lock-test",
+        plan_sha256="0" * 64,
+        plan_kind="fast",
+        n_cases=2,
+        profile_name="scripted_diagnostic",
+        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
+        settings=RunSettings(),
+        actor_command=None,
+        record="minimal",
+        run_dir=tmp_path / "run",
+        mailbox_root=tmp_path / "mailboxes",
+        workers=1,
+        confinement=ConfinementSettings(mode="external"),
     )
-    for name in PACKAGES:
-        entry = locked.get(canonicalize_name(name))
-        if entry is None:
+    recorded: dict[str, str | None] = manifest["environment"]["packages"]
+    assert set(recorded) == set(PACKAGES)
+    locked = lock()
+    for name, version in recorded.items():
+        if canonicalize_name(name) == canonicalize_name(PROJECT):
             continue
-        recorded = _package_version(name)
-        assert recorded is not None, f"{name} is not installed"
-        assert Version(recorded) == entry.version, f"{name}: {recorded} != {entry.version}"
+        entry = locked.get(canonicalize_name(name))
+        assert entry is not None, f"the manifest records {name}, the lock does not pin it"
+        assert version is not None and Version(version) == entry.version, (
+            f"{name}: the manifest records {version}, the lock pins {entry.version}"
+        )

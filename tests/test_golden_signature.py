@@ -14,7 +14,6 @@ When a change is intended, the failure prints the new table for `golden_signatur
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import sandbox_processes_left
+from mailroom.hashing import hash_document
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
@@ -98,12 +98,7 @@ def signature(run_dir: Path, attempt_ids: list[str]) -> dict[str, str]:
     for n, attempt_id in enumerate(attempt_ids):
         for name, values in _fields_of_attempt(run_dir / "episodes" / attempt_id).items():
             merged.setdefault(name, []).append([n, values])
-    return {
-        name: hashlib.sha256(
-            json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
-        ).hexdigest()[:16]
-        for name, values in sorted(merged.items())
-    }
+    return {name: hash_document(values)[:16] for name, values in sorted(merged.items())}
 
 
 def _run(run_dir: Path, mailbox_root: Path, succeed_at: int | None) -> list[str]:

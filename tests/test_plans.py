@@ -14,8 +14,10 @@ from jsonschema import Draft202012Validator
 from mailroom.mailbox.schemas import load_schema, schema_errors
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
+    EQUIVALENT_CATALOGS,
     TaskIndexError,
     UnknownSuiteError,
+    catalog_bytes,
     catalog_sha256,
     load_catalog,
 )
@@ -255,3 +257,26 @@ def test_a_repeated_case_is_refused_by_the_model_and_the_loader(tmp_path: Path) 
         Plan.model_validate(document)
     with pytest.raises(PlanInvalidError, match="never repeats a case"):
         load_plan(_write(tmp_path, document, rehash=True))
+
+
+OLD_CATALOG_PATH = b"orchestrator/protocol/libero_catalog.json"
+NEW_CATALOG_PATH = b"orchestrator/catalog/libero_catalog.json"
+
+
+def test_a_plan_of_an_equivalent_earlier_catalog_still_loads(tmp_path: Path) -> None:
+    """Each listed earlier catalog is the installed one with only the stated difference:
+    rebuilding its bytes from today's file gives exactly its hash."""
+    today = catalog_bytes()
+    old_command = b" ".join(
+        [b"python -m mailroom.orchestrator.catalog_build", b"--out", OLD_CATALOG_PATH]
+    )
+    new_command = b" ".join(
+        [b"python -m mailroom.orchestrator.catalog.build", b"--out", NEW_CATALOG_PATH]
+    )
+    assert today.count(new_command) == 1
+    earlier = hashlib.sha256(today.replace(new_command, old_command)).hexdigest()
+    assert set(EQUIVALENT_CATALOGS) == {earlier}
+    old_plan = build_plan("fast").document()
+    old_plan["catalog_sha256"] = earlier
+    loaded = load_plan(_write(tmp_path, old_plan, rehash=True))
+    assert loaded.catalog_sha256 == earlier and loaded.to_cases() == build_plan("fast").to_cases()

@@ -172,12 +172,21 @@ def test_worker_lost_and_corrupt_are_errored_v1_still_counts(tmp_path: Path) -> 
     corrupt.write_bytes(corrupt.read_bytes()[:80])  # cut mid-document
     write_result(run, cases[3], 1, outcome="error", executed=0, proprio=False)
     write_result(run, cases[3], 2, outcome="success", executed=5, proprio=False)  # rerun
-    _started(run, cases[4], 1)  # in progress: no result document yet
+    _started(run, cases[4], 1)  # shown an observation, no result document yet
 
+    # While a launch holds the run, that attempt is in progress: unattempted so far.
+    with run.lock():
+        live = build_report(run.root).overall
+    assert (live.errored, live.unattempted, live.in_progress, live.unrecorded) == (2, 1, 1, 0)
+    assert_denominators(live)
+    # With no launch running it was interrupted: errored, before any resume records it.
     report = build_report(run.root)
     o = report.overall
-    assert (o.selected, o.completed, o.errored, o.unattempted) == (5, 2, 2, 1)
-    assert (o.success, o.failure, o.corrupt) == (1, 1, 1)
+    assert (o.selected, o.completed, o.errored, o.unattempted) == (5, 2, 3, 0)
+    assert (o.success, o.failure, o.corrupt, o.unrecorded, o.in_progress) == (1, 1, 1, 1, 0)
+    assert "1 errored cases were interrupted before a result was written" in " ".join(
+        render(report).split()
+    )
     assert o.selected == o.completed + o.errored + o.unattempted
     assert o.completed == o.success + o.failure
     assert (o.success_rate_over_selected, o.success_rate_over_completed) == (1 / 5, 1 / 2)
@@ -189,7 +198,7 @@ def test_worker_lost_and_corrupt_are_errored_v1_still_counts(tmp_path: Path) -> 
     # A resume records the corrupt attempt as interrupted: the counts do not move.
     record_interrupted(run, cases[2].attempt_id(1), reason="the orchestrator stopped")
     again = build_report(run.root).overall
-    assert (again.completed, again.errored, again.corrupt, again.unattempted) == (2, 2, 0, 1)
+    assert (again.completed, again.errored, again.corrupt, again.unattempted) == (2, 3, 0, 0)
     assert_denominators(again)
 
 

@@ -34,20 +34,24 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
         "selected": 2,
         "completed": 1,
         "errored": 0,
-        "in_progress_or_interrupted": 0,
         "corrupt": 0,
+        "unrecorded": 0,
         "unattempted": 1,
+        "in_progress": 0,
     }
     # An attempt begun but without a result, and one whose result is corrupt.
     started = run.episode_dir(cases[1].attempt_id(1))
     started.mkdir(parents=True)
     (started / "events.jsonl").write_text('{"t": 0, "event": "observation_published"}\n')
-    _, state = _status(run.root)
-    assert (state["completed"], state["in_progress_or_interrupted"]) == (1, 1)
+    _, state = _status(run.root)  # no launch runs: it was interrupted
+    assert (state["completed"], state["errored"], state["unrecorded"]) == (1, 1, 1)
+    with run.lock():  # a launch holds the run: it is running
+        _, state = _status(run.root)
+    assert (state["errored"], state["unattempted"], state["in_progress"]) == (0, 1, 1)
     (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
     _, state = _status(run.root)
-    assert (state["corrupt"], state["unattempted"]) == (1, 0)
-    assert state["selected"] == sum(v for k, v in state.items() if k != "selected")
+    assert (state["errored"], state["corrupt"], state["unattempted"]) == (1, 1, 0)
+    assert state["selected"] == state["completed"] + state["errored"] + state["unattempted"]
     # An errored result is a result: the run is done, and it is not counted as completed.
     write_result(run, cases[1], 1, outcome="error", executed=0, proprio=False)
     code, state = _status(run.root)

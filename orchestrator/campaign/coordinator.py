@@ -89,7 +89,7 @@ def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = 
             else:
                 done.append(latest)
             continue
-        if _actor_saw_anything(latest) or isinstance(latest.result, CorruptResult):
+        if latest.actor_saw_anything() or isinstance(latest.result, CorruptResult):
             interrupted.append(latest)
             if rerun_errored and latest.attempt_id not in disclosed:
                 work.append(Work(case, latest.attempt + 1))
@@ -97,15 +97,6 @@ def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = 
             restarted.append(latest)
             work.append(Work(case, latest.attempt + 1))
     return Schedule(work, done, interrupted, restarted)
-
-
-def _actor_saw_anything(record: AttemptRecord) -> bool:
-    events = record.directory / "events.jsonl"
-    if not events.exists():
-        return False
-    logged = events.read_bytes()
-    # The first publication is announced before it starts (mailbox transport).
-    return b'"first_observation_publishing"' in logged or b'"observation_published"' in logged
 
 
 def group_by_task(work: Sequence[Work]) -> list[list[Work]]:

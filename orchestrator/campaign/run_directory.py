@@ -29,6 +29,8 @@ from mailroom.orchestrator.episode.evidence import (
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
 
+_PROC_LOCKS = Path("/proc/locks")
+
 
 class RunLockedError(Exception):
     """Another process is launching into this run directory right now."""
@@ -48,9 +50,15 @@ class AttemptRecord:
     directory: Path
     result: EpisodeResult | CorruptResult | None
 
-    @property
-    def completed(self) -> bool:
-        return isinstance(self.result, EpisodeResult)
+    def actor_saw_anything(self) -> bool:
+        """Whether an observation of this attempt may have reached its actor: such an
+        attempt is never silently re-run."""
+        events = self.directory / EVENTS_FILE
+        if not events.exists():
+            return False
+        logged = events.read_bytes()
+        # The first publication is announced before it starts (mailbox transport).
+        return b'"first_observation_publishing"' in logged or b'"observation_published"' in logged
 
 
 def read_result(path: Path) -> EpisodeResult | CorruptResult:
@@ -138,6 +146,23 @@ class RunDirectory:
             records.append(AttemptRecord(directory.name, parsed[0], parsed[1], directory, result))
         records.sort(key=lambda r: (r.case_id, r.attempt))
         return records
+
+    def in_use(self) -> bool:
+        """Whether a launch or resume holds this run's lock now.
+
+        Read from /proc/locks, so a reader never takes the lock itself (a launch starting
+        at that moment would be refused as "in use").
+        """
+        try:
+            info = os.stat(self.root / ".lock")
+            held = _PROC_LOCKS.read_text(encoding="ascii")
+        except OSError:
+            return False
+        key = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+        return any(
+            len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == key
+            for fields in (line.split() for line in held.splitlines())
+        )
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:

@@ -22,6 +22,7 @@ from mailroom.orchestrator.catalog.frozen import (
     CatalogEntry,
     FrozenModel,
     catalog_sha256,
+    is_current_catalog,
     load_catalog,
 )
 from pydantic import Field, ValidationError, model_validator
@@ -388,7 +389,7 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
 
 
 def _check_against_catalog(plan: Plan, catalog: Catalog) -> None:
-    if plan.catalog_sha256 != catalog_sha256():
+    if not is_current_catalog(plan.catalog_sha256):
         raise PlanCatalogMismatchError(
             f"the plan was built against catalog {plan.catalog_sha256}, "
             f"the installed catalog is {catalog_sha256()}: rebuild the plan"

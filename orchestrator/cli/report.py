@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
     from mailroom.orchestrator.results.reporter import Report, Tally
 
 
@@ -25,7 +24,7 @@ COLUMNS: dict[str, str] = {
     "compl": "completed = succ + fail",
     "succ": "success",
     "fail": "failure",
-    "err": "errored (interrupted, worker lost, corrupt)",
+    "err": "errored (incl. interrupted, worker lost, corrupt)",
     "unatt": "unattempted",
     "rate/sel": "success rate over selected",
     "rate/compl": "success rate over completed",
@@ -82,7 +81,15 @@ def overall_lines(t: Tally) -> list[str]:
         f"({_percent(t.success_rate_over_completed)})",
     ]
     if t.unattempted:
-        said.append(f"incomplete: {t.unattempted} of {t.selected} selected cases unattempted")
+        running = f" ({t.in_progress} running now)" if t.in_progress else ""
+        said.append(
+            f"incomplete: {t.unattempted} of {t.selected} selected cases unattempted{running}"
+        )
+    if t.unrecorded:
+        said.append(
+            f"{t.unrecorded} errored cases were interrupted before a result was written "
+            "(an actor saw them): `mailroom resume` records them, never re-runs them"
+        )
     return said
 
 
@@ -130,41 +137,19 @@ def report(run_dir: Path, as_json: bool) -> None:
     sys.exit(EXIT_OK if built.complete and not built.corrupt_results else EXIT_INCOMPLETE)
 
 
-STATUS_KEYS = ("completed", "errored", "in_progress_or_interrupted", "corrupt", "unattempted")
-
-
-def attempt_standing(record: AttemptRecord | None) -> str:
-    """Where a case stands by its latest attempt directory, as the scheduler sees it."""
-    from mailroom.orchestrator.results.documents import EpisodeResult
-
-    if record is None:
-        return "unattempted"
-    if isinstance(record.result, EpisodeResult):
-        return "errored" if record.result.outcome == "error" else "completed"
-    return "in_progress_or_interrupted" if record.result is None else "corrupt"
-
-
-def run_state(run: RunDirectory) -> dict[str, int]:
-    """selected = completed + errored + in progress or interrupted + corrupt + unattempted."""
-    from mailroom.orchestrator.catalog.plans import parse_plan
-
-    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
-    latest = {r.case_id: r for r in run.attempts()}
-    standings = [attempt_standing(latest.get(case.case_id)) for case in cases]
-    return {"selected": len(cases), **{key: standings.count(key) for key in STATUS_KEYS}}
-
-
 @click.command()
 @run_dir_argument()
 @json_option()
 def status(run_dir: Path, as_json: bool) -> None:
-    """Where a run stands: selected, completed, errored, in progress, unattempted."""
+    """Where a run stands: selected, completed, errored, unattempted (in the report's
+    words), and how many cases run now."""
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.results.reporter import run_status
 
     run = RunDirectory(run_dir)
     if not run.exists():
         raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
-    state = run_state(run)
+    state = run_status(run)
     if as_json:
         sys.stdout.write(json.dumps(state, indent=2) + "\n")
     else:
@@ -174,5 +159,5 @@ def status(run_dir: Path, as_json: bool) -> None:
         for key, value in state.items():
             table.add_row(key.replace("_", " "), str(value))
         console.print(table)
-    done = state["completed"] + state["errored"] == state["selected"]
+    done = state["unattempted"] == 0
     sys.exit(EXIT_OK if done else EXIT_INCOMPLETE)

@@ -46,7 +46,12 @@ DEFINITIONS: dict[str, str] = {
         "interrupted, worker lost) or is corrupt"
     ),
     "corrupt": "errored cases whose latest result document is unreadable or invalid",
-    "unattempted": "cases without a result document",
+    "unrecorded": (
+        "errored cases with no result yet whose attempt an actor saw while no launch runs: "
+        "interrupted, and `resume` records them so (never re-run)"
+    ),
+    "unattempted": "cases without a result document (and not unrecorded)",
+    "in_progress": "unattempted cases whose attempt runs now (a launch holds the run)",
     "success_rate_over_selected": "success / selected (the headline of a complete run)",
     "success_rate_over_completed": "success / completed",
     "not_blinded": "cases whose latest attempt was disclosed or ran not blinded",
@@ -62,11 +67,13 @@ class CaseCount:
     attempt_id: str | None
     result: EpisodeResult | CorruptResult | None
     disclosed: bool
+    # With no result: the newest attempt an actor saw, running now or interrupted.
+    pending: Literal["in_progress", "interrupted"] | None = None
 
     @property
     def standing(self) -> Standing:
         if self.result is None:
-            return "unattempted"
+            return "errored" if self.pending == "interrupted" else "unattempted"
         if isinstance(self.result, CorruptResult) or self.result.outcome == "error":
             return "errored"
         return self.result.outcome
@@ -93,7 +100,9 @@ class Tally(BaseModel):
     failure: Count = 0
     errored: Count = 0
     corrupt: Count = 0
+    unrecorded: Count = 0
     unattempted: Count = 0
+    in_progress: Count = 0
     not_blinded: Count = 0
     # Attempts whose actor was not confined by the orchestrator's sandbox: `none`,
     # `external`, or a v1 result written before confinement was recorded.
@@ -109,8 +118,10 @@ class Tally(BaseModel):
             raise ValueError("selected must equal completed + errored + unattempted")
         if self.completed != self.success + self.failure:
             raise ValueError("completed must equal success + failure")
-        if self.corrupt > self.errored:
-            raise ValueError("corrupt cases are a part of the errored ones")
+        if self.corrupt + self.unrecorded > self.errored:
+            raise ValueError("corrupt and unrecorded cases are a part of the errored ones")
+        if self.in_progress > self.unattempted:
+            raise ValueError("cases in progress are a part of the unattempted ones")
         rates = (self.success_rate_over_selected, self.success_rate_over_completed)
         if rates != (_rate(self.success, self.selected), _rate(self.success, self.completed)):
             raise ValueError("a success rate does not match its counts")
@@ -128,7 +139,9 @@ def tally(cases: Sequence[CaseCount]) -> Tally:
         failure=failure,
         errored=standings.count("errored"),
         corrupt=sum(isinstance(case.result, CorruptResult) for case in cases),
+        unrecorded=sum(c.result is None and c.pending == "interrupted" for c in cases),
         unattempted=standings.count("unattempted"),
+        in_progress=sum(c.result is None and c.pending == "in_progress" for c in cases),
         not_blinded=sum(case.attempt_id is not None and not case.blinded for case in cases),
         not_confined=sum(not result.confined for result in results),
         success_rate_over_selected=_rate(success, len(cases)),
@@ -175,31 +188,57 @@ class LatestResults:
     by_case: dict[str, tuple[str, EpisodeResult | CorruptResult]]
     superseded: list[str]
     corrupt: list[CorruptResult]
+    # Per case, its newest attempt when that has no result and an actor saw it.
+    seen_without_result: dict[str, str]
 
 
 def latest_results(run: RunDirectory) -> LatestResults:
     by_case: dict[str, tuple[str, EpisodeResult | CorruptResult]] = {}
     superseded: list[str] = []
     corrupt: list[CorruptResult] = []
-    for record in run.attempts():
+    seen: dict[str, str] = {}
+    for record in run.attempts():  # in attempt order per case
+        seen.pop(record.case_id, None)
         if record.result is None:
+            if record.actor_saw_anything():
+                seen[record.case_id] = record.attempt_id
             continue
         if isinstance(record.result, CorruptResult):
             corrupt.append(record.result)
         if record.case_id in by_case:
             superseded.append(by_case[record.case_id][0])
         by_case[record.case_id] = (record.attempt_id, record.result)
-    return LatestResults(by_case, superseded, corrupt)
+    return LatestResults(by_case, superseded, corrupt, seen)
 
 
 def case_counts(
-    cases: Sequence[Case], latest: LatestResults, disclosed: set[str]
+    cases: Sequence[Case], latest: LatestResults, disclosed: set[str], *, run_in_use: bool
 ) -> list[CaseCount]:
+    """Each case by its latest result; a case without one whose newest attempt an actor
+    saw is in progress while a launch holds the run, else interrupted (errored)."""
+    pending: Literal["in_progress", "interrupted"] = "in_progress" if run_in_use else "interrupted"
     counts: list[CaseCount] = []
     for case in cases:
         attempt_id, result = latest.by_case.get(case.case_id, (None, None))
-        counts.append(CaseCount(case.suite, attempt_id, result, attempt_id in disclosed))
+        seen = result is None and case.case_id in latest.seen_without_result
+        counts.append(
+            CaseCount(
+                case.suite, attempt_id, result, attempt_id in disclosed, pending if seen else None
+            )
+        )
     return counts
+
+
+def run_status(run: RunDirectory) -> dict[str, int]:
+    """`mailroom status`: the plan's cases in the report's words, without reading the
+    manifest's profile (a run whose launch is still starting has a plan already)."""
+    cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
+    counts = case_counts(
+        cases, latest_results(run), disclosed_attempts(run), run_in_use=run.in_use()
+    )
+    totals = tally(counts)
+    keys = ("selected", "completed", "errored", "corrupt", "unrecorded", "unattempted")
+    return {key: int(getattr(totals, key)) for key in (*keys, "in_progress")}
 
 
 def build_report(run_dir: Path) -> Report:
@@ -207,7 +246,7 @@ def build_report(run_dir: Path) -> Report:
     manifest: dict[str, Any] = run.read_manifest()
     plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
     latest = latest_results(run)
-    cases = case_counts(plan.to_cases(), latest, disclosed_attempts(run))
+    cases = case_counts(plan.to_cases(), latest, disclosed_attempts(run), run_in_use=run.in_use())
     by_suite: dict[str, list[CaseCount]] = defaultdict(list)
     modes: dict[str, int] = defaultdict(int)
     not_confined: list[str] = []

@@ -1,9 +1,11 @@
 """What every simulator adapter shares: its Protocol, the types it returns, the protocol
 constants (cameras, image size, settling, action layout).
 
-The runner, the episode and the coordinator depend on `Simulator` only; `libero.py`
+The runner and the episode depend on `Simulator` only, and the coordinator's workers
+build theirs with a `SimulatorFactory` (LIBERO's unless told otherwise); `libero.py`
 implements it on the real LIBERO stack and `fake.py` without a simulator. A second
-benchmark is a new adapter module beside them.
+benchmark is a new adapter module beside them, its entries in the catalog, and its
+factory given to the coordinator.
 """
 
 from __future__ import annotations

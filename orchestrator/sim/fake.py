@@ -3,8 +3,9 @@
 For measuring the orchestrator's own code path (`perf/decision_overhead.py`) and for
 tests of pure runner, transport and recording logic (the golden signature test). It
 steps no physics and renders nothing, so it backs no claim about the simulator: its
-frames are synthetic and deterministic (each depends only on the control count), and
-it succeeds only where told to (`succeed_at`, a control number), never by itself.
+frames are synthetic and deterministic (each depends on the seed, the initial state and
+the controls executed so far), and it succeeds only where told to (`succeed_at`, a
+control number), never by itself.
 """
 
 from __future__ import annotations
