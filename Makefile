@@ -11,7 +11,7 @@ SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator sch
 export MUJOCO_GL := egl
 export PYOPENGL_PLATFORM := egl
 
-.PHONY: demo test lint typecheck unit system-deps lock clean
+.PHONY: demo test lint typecheck system-deps lock clean
 
 $(STAMP): $(SOURCES) $(LOCK)
 	@$(MAKE) --no-print-directory system-deps
