@@ -1,7 +1,8 @@
 """A golden signature of what a run records.
 
-A fixed plan runs through the production path (the coordinator's worker process, a real
-endpoint watched by the real loop, the diagnostic actor in its real sandbox) with the
+A fixed plan runs through the production path (the campaign's launch, its manifest and
+schedule, the coordinator's worker process, a real endpoint watched by the real loop,
+the diagnostic actor in its real sandbox with its profile's limits) with the
 simulator-free `FakeSimulator`, whose frames and successes are deterministic. Each
 recorded field (result keys, every event kind's fields, every steps column), with the
 volatile ones removed (times, random tokens and paths, pids, uids, the sandbox tool's
@@ -24,10 +25,10 @@ import pytest
 from conftest import sandbox_processes_left
 from mailroom.hashing import hash_document
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
-from mailroom.orchestrator.catalog.plans import build_plan
-from mailroom.orchestrator.cli.launch import build_launcher
+from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
+from mailroom.orchestrator.catalog.plans import build_plan, render_plan
 from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
 from mailroom.orchestrator.sim.fake import FakeSimulator
 
@@ -102,31 +103,42 @@ def signature(run_dir: Path, attempt_ids: list[str]) -> dict[str, str]:
 
 
 def _run(run_dir: Path, mailbox_root: Path, succeed_at: int | None) -> list[str]:
+    """A launch of the plan through the campaign's own path (manifest, schedule, workers)."""
     plan = build_plan("task_coverage", suite="libero_10", task_ids=[0, 1])
-    cases = plan.to_cases()
-    settings = RunSettings(max_policy_calls=5, replan_interval=5, response_timeout_s=60.0)
-    actor = ["{python}", str(profile_dir("scripted_diagnostic") / "actor.py"), "{endpoint}"]
+    profile = "scripted_diagnostic"
+    declaration = json.loads((profile_dir(profile) / "profile.json").read_text("utf-8"))
+    actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
+    confinement = ConfinementSettings(mode="sandbox")
+    limits = ActorLimits.model_validate(declaration["limits"])
     run_dir.mkdir(mode=0o700)
-    launcher = build_launcher(
-        actor,
-        confinement=ConfinementSettings(mode="sandbox"),
-        limits=ActorLimits(),
+    request = CampaignRequest(
         run_dir=run_dir,
+        plan=plan,
+        plan_bytes=render_plan(plan),
+        profile=profile,
+        declaration=declaration,
+        settings=RunSettings(max_policy_calls=5, replan_interval=5, response_timeout_s=60.0),
+        actor_command=actor,
+        launcher=profile_launcher(
+            actor,
+            profile=profile,
+            confinement=confinement,
+            limits=limits,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+        ),
+        limits=limits,
         mailbox_root=mailbox_root,
-        profile="scripted_diagnostic",
-    )
-    config = LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        settings=settings,
+        workers=1,
         record="minimal",
-        launcher=launcher,
+        confinement=confinement,
         simulator=functools.partial(FakeSimulator, succeed_at=succeed_at),
     )
-    outcome = run_work(config, [Work(case, 1) for case in cases], 1, lambda *_: None)
-    assert outcome.lost == [] and outcome.unrecorded == []
+    scheduled: list[int] = []
+    outcome = run_campaign(request, lambda *_: None, scheduled.append)
+    assert scheduled == [2] and outcome.lost == [] and outcome.unrecorded == []
     assert sandbox_processes_left(run_dir) == []
-    return [case.attempt_id(1) for case in cases]
+    return [case.attempt_id(1) for case in plan.to_cases()]
 
 
 @dataclass(frozen=True)

@@ -174,3 +174,28 @@ def process_launcher(
         read_only_paths=settings.read_only_paths,
     )
     return ProcessLauncher(program, settings, limits, sandbox)
+
+
+def profile_launcher(
+    actor_command: Sequence[str] | None,
+    *,
+    profile: str,
+    confinement: ConfinementSettings,
+    limits: ActorLimits,
+    run_dir: Path,
+    mailbox_root: Path,
+) -> ProcessLauncher | None:
+    """A run's launcher for a profile's actor command (None: external actors, handed
+    launch messages). Raises `ConfinementError` before any worker starts."""
+    from mailroom.orchestrator.actors.profiles import profile_dir
+
+    if actor_command is None:
+        return None
+    return process_launcher(
+        actor_command,
+        limits,
+        confinement=confinement,
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        profile_dir=profile_dir(profile),
+    )

@@ -21,7 +21,7 @@ from mailroom.orchestrator.actors.confinement import (
     resolve_confinement,
     settings_of_run,
 )
-from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
+from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launcher
 from mailroom.orchestrator.cli.exits import (
     EXIT_CONFLICT,
     EXIT_INCOMPLETE,
@@ -29,7 +29,15 @@ from mailroom.orchestrator.cli.exits import (
     EXIT_OK,
     EXIT_USAGE,
 )
-from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
+from mailroom.orchestrator.cli.options import (
+    confinement_option,
+    console,
+    json_option,
+    mailbox_root_option,
+    run_dir_argument,
+    run_dir_option,
+    watch_mode_option,
+)
 from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import (
     ActorLimits,
@@ -46,15 +54,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 def _new_run_id() -> str:
     return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-
-
-def _refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
-    a, b = run_dir.resolve(), mailbox_root.resolve()
-    if a.is_relative_to(b) or b.is_relative_to(a):
-        raise click.UsageError(
-            "the run directory and the mailbox root must not contain one another: "
-            "everything under the mailbox root is visible to actors"
-        )
 
 
 def _load_profile(name: str) -> dict[str, Any]:
@@ -89,20 +88,16 @@ def build_launcher(
     mailbox_root: Path,
     profile: str,
 ) -> ProcessLauncher | None:
-    """The run's actor launcher, checked here, before any worker starts (exit 2 if the
-    sandbox cannot start or the command names something of the evaluator)."""
-    from mailroom.orchestrator.actors.profiles import profile_dir
-
-    if actor_command is None:
-        return None
+    """The run's actor launcher, checked before any worker starts (exit 2 if the sandbox
+    cannot start or the command names something of the evaluator)."""
     try:
-        return process_launcher(
+        return profile_launcher(
             actor_command,
-            limits,
+            profile=profile,
             confinement=confinement,
+            limits=limits,
             run_dir=run_dir,
             mailbox_root=mailbox_root,
-            profile_dir=profile_dir(profile),
         )
     except ConfinementError as exc:
         _refuse(exc)
@@ -163,14 +158,14 @@ def _execute(
     as_json: bool,
     confinement: ConfinementSettings,
 ) -> None:
-    from mailroom.orchestrator.campaign.coordinator import LaunchConfig, run_work, schedule
-    from mailroom.orchestrator.campaign.interrupted import record_interrupted
-    from mailroom.orchestrator.campaign.manifest import (
-        ManifestConflictError,
-        build_manifest,
-        check_compatible,
+    from mailroom.orchestrator.campaign.launch import (
+        CampaignRequest,
+        NestedDirectoriesError,
+        refuse_nesting,
+        run_campaign,
     )
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory, RunLockedError
+    from mailroom.orchestrator.campaign.manifest import ManifestConflictError
+    from mailroom.orchestrator.campaign.run_directory import RunLockedError
     from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
@@ -178,89 +173,52 @@ def _execute(
         plan = parse_plan(plan_bytes)
     except PlanError as exc:
         raise click.UsageError(f"plan refused: {exc}") from exc
-    cases = plan.to_cases()
-    run = RunDirectory(run_dir)
-    _refuse_nesting(run_dir, mailbox_root)
+    try:
+        refuse_nesting(run_dir, mailbox_root)
+    except NestedDirectoriesError as exc:
+        raise click.UsageError(str(exc)) from exc
     declaration = _load_profile(profile)
     limits = ActorLimits.model_validate(declaration.get("limits", {}))
-    launcher = build_launcher(
-        actor_command,
-        confinement=confinement,
-        limits=limits,
+    request = CampaignRequest(
         run_dir=run_dir,
-        mailbox_root=mailbox_root,
+        plan=plan,
+        plan_bytes=plan_bytes,
         profile=profile,
+        declaration=declaration,
+        settings=settings,
+        actor_command=actor_command,
+        launcher=build_launcher(
+            actor_command,
+            confinement=confinement,
+            limits=limits,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            profile=profile,
+        ),
+        limits=limits,
+        mailbox_root=mailbox_root,
+        workers=workers,
+        record=record,
+        confinement=confinement,
+        rerun_errored=rerun_errored,
     )
+    counts = {"success": 0, "failure": 0, "error": 0}
     try:
-        with run.lock():
-            manifest = build_manifest(
-                run_id=run.read_manifest()["run_id"] if run.exists() else run_dir.name,
-                plan_sha256=plan.plan_sha256,
-                plan_kind=plan.kind,
-                n_cases=len(cases),
-                profile_name=profile,
-                profile_declaration=declaration,
-                settings=settings,
-                actor_command=actor_command,
-                record=record,
-                run_dir=run_dir,
-                mailbox_root=mailbox_root,
-                workers=workers,
-                confinement=confinement,
-                sandbox_tool=None
-                if launcher is None or launcher.sandbox is None
-                else launcher.sandbox.tool,
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=as_json,
+        ) as progress:
+            task = progress.add_task("starting", total=None)
+            outcome = run_campaign(
+                request,
+                _progress_listener(progress, task, counts, run_dir),
+                lambda n: progress.update(task, total=n),
             )
-            if run.exists():
-                check_compatible(run.read_manifest(), manifest)
-                run.event("resumed", volatile=manifest["volatile"], rerun_errored=rerun_errored)
-            else:
-                run.write_manifest(manifest)
-                run.plan_path.write_bytes(plan_bytes)
-                run.event("launched", volatile=manifest["volatile"])
-            plan_now = schedule(cases, run, rerun_errored=rerun_errored)
-            for record_ in plan_now.interrupted:
-                record_interrupted(
-                    run,
-                    record_.attempt_id,
-                    reason="the orchestrator stopped during this attempt after the actor "
-                    "had been shown observations; kept, never silently re-run",
-                )
-            for record_ in plan_now.restarted:
-                run.event("attempt_abandoned_before_delivery", attempt_id=record_.attempt_id)
-            if rerun_errored:
-                for item in plan_now.work:
-                    if item.attempt > 1:
-                        run.event("rerun_errored", case_id=item.case.case_id, attempt=item.attempt)
-            config = LaunchConfig(
-                run_dir=run_dir,
-                mailbox_root=mailbox_root,
-                settings=settings,
-                record=record,
-                launcher=launcher,
-                limits=limits,
-            )
-            counts = {"success": 0, "failure": 0, "error": 0}
-            with Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=console,
-                disable=as_json,
-            ) as progress:
-                task = progress.add_task("starting", total=len(plan_now.work))
-                outcome = run_work(
-                    config,
-                    plan_now.work,
-                    workers,
-                    _progress_listener(progress, task, counts, run_dir),
-                )
-            run.event("launch_finished")
-    except ManifestConflictError as exc:
-        console.print(f"[red]refused:[/red] {exc}")
-        sys.exit(EXIT_CONFLICT)
-    except RunLockedError as exc:
+    except (ManifestConflictError, RunLockedError) as exc:
         console.print(f"[red]refused:[/red] {exc}")
         sys.exit(EXIT_CONFLICT)
     except OSError as exc:
@@ -301,18 +259,8 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--profile", required=True, help="Method profile under AgentPolicies/.")
-@click.option(
-    "--run-dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The run directory itself (default: new, under the profile's results/).",
-)
-@click.option(
-    "--mailbox-root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Where endpoints are created (default: a new temporary directory).",
-)
+@run_dir_option("The run directory itself (default: new, under the profile's results/).")
+@mailbox_root_option()
 @click.option(
     "--actor",
     "actor",
@@ -354,9 +302,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     default=None,
     help="Seconds of policy loop per episode (default: no limit).",
 )
-@click.option(
-    "--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify", show_default=True
-)
+@watch_mode_option()
 @click.option(
     "--min-decisions-before-stop",
     type=click.IntRange(min=0),
@@ -371,13 +317,11 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     show_default=True,
     help="Observation files are always published atomically; 'durable' also fsyncs them.",
 )
-@click.option(
-    "--confinement",
-    type=click.Choice(["sandbox", "none"]),
-    default=None,
-    help="How each --actor process is confined (default: sandbox; refused with exit 2 "
+@confinement_option(
+    "How each --actor process is confined (default: sandbox; refused with exit 2 "
     "where it cannot start). 'none' runs actors unconfined, as your own user, and every "
     "result says so. Without --actor, confinement is 'external'.",
+    None,
 )
 @click.option(
     "--actor-path",
@@ -453,7 +397,7 @@ def launch(
     help="Explicitly re-run errored cases as new, recorded attempts "
     "(never a disclosed, not-blinded attempt).",
 )
-@click.option("--mailbox-root", type=click.Path(path_type=Path), default=None)
+@mailbox_root_option()
 @click.option("--workers", type=click.IntRange(min=1), default=None)
 @json_option("Print the report as JSON.")
 def resume(

@@ -18,7 +18,14 @@ from rich.table import Table
 configure_headless_rendering()
 
 from mailroom.orchestrator.cli.exits import EXIT_EPISODE_ERROR, EXIT_OK  # noqa: E402
-from mailroom.orchestrator.cli.options import console, json_option  # noqa: E402
+from mailroom.orchestrator.cli.options import (  # noqa: E402
+    confinement_option,
+    console,
+    json_option,
+    mailbox_root_option,
+    run_dir_option,
+    watch_mode_option,
+)
 from mailroom.orchestrator.results.documents import EpisodeResult  # noqa: E402
 
 
@@ -88,26 +95,10 @@ def main() -> None:
 
 @main.command()
 @json_option("Print the episode result document.")
-@click.option(
-    "--run-dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The run's private directory (default: new, under the profile's results/).",
-)
-@click.option(
-    "--mailbox-root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Where the opaque endpoint is created (default: a new temporary directory).",
-)
-@click.option("--watch-mode", type=click.Choice(["inotify", "polling"]), default="inotify")
-@click.option(
-    "--confinement",
-    type=click.Choice(["sandbox", "none"]),
-    default="sandbox",
-    show_default=True,
-    help="Run the diagnostic actor in the sandbox, or explicitly unconfined.",
-)
+@run_dir_option("The run's private directory (default: new, under the profile's results/).")
+@mailbox_root_option("Where the opaque endpoint is created (default: a new temporary directory).")
+@watch_mode_option()
+@confinement_option("Run the diagnostic actor in the sandbox, or explicitly unconfined.", "sandbox")
 def demo(
     as_json: bool,
     run_dir: Path | None,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import click
+from mailroom.mailbox.watcher import WatchMode
 from rich.console import Console
 
 # Human output goes to stderr so that `--json` documents alone reach stdout.
@@ -26,4 +27,40 @@ def run_dir_argument(*, must_exist: bool = True) -> Callable[[F], F]:
     """RUN_DIR, a run directory (its manifest is checked by the command itself)."""
     return click.argument(
         "run_dir", type=click.Path(path_type=Path, exists=must_exist, file_okay=False)
+    )
+
+
+def run_dir_option(help_text: str) -> Callable[[F], F]:
+    """`--run-dir`: the run's private directory (never under the mailbox root)."""
+    return click.option("--run-dir", type=click.Path(path_type=Path), default=None, help=help_text)
+
+
+def mailbox_root_option(
+    help_text: str = "Where endpoints are created (default: a new temporary directory).",
+) -> Callable[[F], F]:
+    """`--mailbox-root`: where the opaque endpoints live (traversable by actors)."""
+    return click.option(
+        "--mailbox-root", type=click.Path(path_type=Path), default=None, help=help_text
+    )
+
+
+def watch_mode_option() -> Callable[[F], F]:
+    """`--watch-mode`: how responses are detected (`mailroom.mailbox.watcher.WatchMode`)."""
+    return click.option(
+        "--watch-mode",
+        type=click.Choice(list(get_args(WatchMode))),
+        default="inotify",
+        show_default=True,
+        help="How responses are detected: inotify events, or polling the inbox.",
+    )
+
+
+def confinement_option(help_text: str, default: str | None) -> Callable[[F], F]:
+    """`--confinement`: the sandbox, or explicitly none (every result says which)."""
+    return click.option(
+        "--confinement",
+        type=click.Choice(["sandbox", "none"]),
+        default=default,
+        show_default=default is not None,
+        help=help_text,
     )

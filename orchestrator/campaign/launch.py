@@ -1,0 +1,135 @@
+"""A launch or a resume of a run, start to finish, apart from how the CLI shows it.
+
+Under the run's lock: the manifest is written (a first launch) or checked against the
+run's own (a resume: a conflicting one is refused); attempts an actor may have seen
+are recorded as interrupted, never silently re-run; the scheduled work runs in worker
+processes; and every attempt that ended without a result is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.actors.launcher import ProcessLauncher
+from mailroom.orchestrator.campaign.coordinator import (
+    LaunchConfig,
+    Listener,
+    WorkOutcome,
+    run_work,
+    schedule,
+)
+from mailroom.orchestrator.campaign.interrupted import record_interrupted
+from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.plans import Plan
+from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.sim.base import SimulatorFactory
+
+SEEN_THEN_STOPPED = (
+    "the orchestrator stopped during this attempt after the actor had been shown "
+    "observations; kept, never silently re-run"
+)
+
+
+class NestedDirectoriesError(ValueError):
+    """The run directory and the mailbox root contain one another."""
+
+
+@dataclass(frozen=True)
+class CampaignRequest:
+    """Everything a launch or a resume needs, checked by its caller (plan, profile,
+    settings, launcher) before anything is written."""
+
+    run_dir: Path
+    plan: Plan
+    plan_bytes: bytes
+    profile: str
+    declaration: dict[str, Any]
+    settings: RunSettings
+    actor_command: list[str] | None
+    launcher: ProcessLauncher | None
+    limits: ActorLimits
+    mailbox_root: Path
+    workers: int
+    record: RecordMode
+    confinement: ConfinementSettings
+    rerun_errored: bool = False
+    simulator: SimulatorFactory | None = None
+
+
+def refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
+    """Everything under the mailbox root is visible to actors: the run is never there."""
+    a, b = run_dir.resolve(), mailbox_root.resolve()
+    if a.is_relative_to(b) or b.is_relative_to(a):
+        raise NestedDirectoriesError(
+            "the run directory and the mailbox root must not contain one another: "
+            "everything under the mailbox root is visible to actors"
+        )
+
+
+def _manifest(request: CampaignRequest, run: RunDirectory) -> dict[str, Any]:
+    sandbox = None if request.launcher is None else request.launcher.sandbox
+    return build_manifest(
+        run_id=run.read_manifest()["run_id"] if run.exists() else request.run_dir.name,
+        plan_sha256=request.plan.plan_sha256,
+        plan_kind=request.plan.kind,
+        n_cases=len(request.plan.cases),
+        profile_name=request.profile,
+        profile_declaration=request.declaration,
+        settings=request.settings,
+        actor_command=request.actor_command,
+        record=request.record,
+        run_dir=request.run_dir,
+        mailbox_root=request.mailbox_root,
+        workers=request.workers,
+        confinement=request.confinement,
+        sandbox_tool=None if sandbox is None else sandbox.tool,
+    )
+
+
+def run_campaign(
+    request: CampaignRequest, listener: Listener, on_scheduled: Callable[[int], None]
+) -> WorkOutcome:
+    """Run what the run still needs. `on_scheduled` hears how many attempts will run,
+    before the first starts; `listener` hears each worker report.
+
+    Raises `ManifestConflictError` (a resume with other settings), `RunLockedError`
+    (another launch holds the run) and `OSError` (the run directory failed).
+    """
+    refuse_nesting(request.run_dir, request.mailbox_root)
+    run = RunDirectory(request.run_dir)
+    with run.lock():
+        manifest = _manifest(request, run)
+        if run.exists():
+            check_compatible(run.read_manifest(), manifest)
+            run.event("resumed", volatile=manifest["volatile"], rerun_errored=request.rerun_errored)
+        else:
+            run.write_manifest(manifest)
+            run.plan_path.write_bytes(request.plan_bytes)
+            run.event("launched", volatile=manifest["volatile"])
+        planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
+        for seen in planned.interrupted:
+            record_interrupted(run, seen.attempt_id, reason=SEEN_THEN_STOPPED)
+        for unseen in planned.restarted:
+            run.event("attempt_abandoned_before_delivery", attempt_id=unseen.attempt_id)
+        if request.rerun_errored:
+            for item in planned.work:
+                if item.attempt > 1:
+                    run.event("rerun_errored", case_id=item.case.case_id, attempt=item.attempt)
+        config = LaunchConfig(
+            run_dir=request.run_dir,
+            mailbox_root=request.mailbox_root,
+            settings=request.settings,
+            record=request.record,
+            launcher=request.launcher,
+            limits=request.limits,
+            simulator=request.simulator,
+        )
+        on_scheduled(len(planned.work))
+        outcome = run_work(config, planned.work, request.workers, listener)
+        run.event("launch_finished")
+    return outcome
