@@ -8,12 +8,10 @@ alone says it was not blinded.
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
-from mailroom.orchestrator.episode.evidence import append_private_line
+from mailroom.orchestrator.episode.evidence import append_private_line, event_line
 from mailroom.timestamps import utc_timestamp
 
 DISCLOSURES_FILE = "disclosures.jsonl"
@@ -66,9 +64,7 @@ def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> di
         "at": utc_timestamp(),
     }
     run.event("leak_disclosed", **fields)
-    line = {"t": round(time.time(), 6), "event": "leak_disclosed", **fields}
-    text = json.dumps(line, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    append_private_line(record.directory / DISCLOSURES_FILE, text)
+    append_private_line(record.directory / DISCLOSURES_FILE, event_line("leak_disclosed", **fields))
     return fields
 
 

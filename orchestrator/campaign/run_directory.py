@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from mailroom.orchestrator.episode.evidence import (
     EVENTS_FILE,
     RESULT_FILE,
     append_private_line,
+    event_line,
     make_private_dir,
 )
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
@@ -118,8 +118,7 @@ class RunDirectory:
 
     def event(self, kind: str, /, **fields: Any) -> None:
         make_private_dir(self.root)
-        record = {"t": round(time.time(), 6), "event": kind, **fields}
-        line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+        line = event_line(kind, **fields)
         append_private_line(self.root / EVENTS_FILE, line)
 
     def events(self) -> list[dict[str, Any]]:

@@ -34,6 +34,13 @@ def open_private_log(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
 
 
+def event_line(kind: str, /, **fields: Any) -> str:
+    """One record of an event log (a run's, an attempt's): stamped now, keys sorted, one
+    line. A record that is not JSON (a NaN, say) raises before anything is written."""
+    record = {"t": round(time.time(), 6), "event": kind, **fields}
+    return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+
+
 def append_private_line(path: Path, line: str) -> None:
     """Append one whole line to a private log and fsync it: a run's own records (its
     events, an attempt's disclosures) are on disk before the command says so."""
@@ -60,8 +67,7 @@ class EpisodeEvidence:
         """Append one record to the event log now (after any deferred ones, in order).
 
         A record that is not JSON (a NaN, say) raises before anything is written."""
-        record = {"t": round(time.time(), 6), "event": kind, **fields}
-        line = json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+        line = event_line(kind, **fields)
         self.write_deferred_events()
         self._events.write(line)
         self._events.flush()
