@@ -9,12 +9,12 @@ from importlib import metadata
 from pathlib import Path
 
 from conftest import REPO
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import PACKAGES, build_manifest
+from mailroom.orchestrator.campaign.manifest import PACKAGES
 from mailroom.orchestrator.episode.settings import RunSettings
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from test_manifest import external_manifest
 
 LOCK = REPO / "requirements" / "lock.txt"
 PROJECT = "mailroom"
@@ -130,21 +130,7 @@ def test_the_installed_versions_are_the_locked_ones() -> None:
 
 def test_the_manifest_records_the_locked_versions(tmp_path: Path) -> None:
     """What a run's manifest records as its package versions is what the lock pins."""
-    manifest = build_manifest(
-        run_id="run-lock-test",
-        plan_sha256="0" * 64,
-        plan_kind="fast",
-        n_cases=2,
-        profile_name="scripted_diagnostic",
-        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
-        settings=RunSettings(),
-        actor_command=None,
-        record="minimal",
-        run_dir=tmp_path / "run",
-        mailbox_root=tmp_path / "mailboxes",
-        workers=1,
-        confinement=ConfinementSettings(mode="external"),
-    )
+    manifest = external_manifest(tmp_path, RunSettings())
     recorded: dict[str, str | None] = manifest["environment"]["packages"]
     assert set(recorded) == set(PACKAGES)
     locked = lock()

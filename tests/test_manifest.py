@@ -15,7 +15,8 @@ from mailroom.orchestrator.cli.launch import _settings_from, launch
 from mailroom.orchestrator.episode.settings import RunSettings
 
 
-def _manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
+def external_manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
+    """A manifest of the fast plan for external actors, as a launch would write it."""
     plan = build_plan("fast")
     return build_manifest(
         run_id="run-manifest-test",
@@ -37,13 +38,13 @@ def _manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
 @pytest.mark.parametrize("durability", ["atomic", "durable"])
 def test_the_manifest_records_the_outbox_durability(tmp_path: Path, durability: str) -> None:
     settings = RunSettings.model_validate({"outbox_durability": durability})
-    manifest = _manifest(tmp_path, settings)
+    manifest = external_manifest(tmp_path, settings)
     assert manifest["settings"]["outbox_durability"] == durability
     assert RunSettings.model_validate(manifest["settings"]) == settings
 
 
 def test_the_default_is_atomic_and_older_manifests_stay_valid(tmp_path: Path) -> None:
-    manifest = _manifest(tmp_path, RunSettings())
+    manifest = external_manifest(tmp_path, RunSettings())
     assert manifest["settings"]["outbox_durability"] == "atomic"
     older = {**manifest, "settings": dict(manifest["settings"])}
     del older["settings"]["outbox_durability"]

@@ -258,3 +258,12 @@ def test_a_tally_whose_denominators_do_not_add_up_is_refused() -> None:
     ):
         with pytest.raises(ValidationError):
             Tally.model_validate({**good, **broken})
+
+
+def test_a_corrupt_results_reason_is_shown_as_text_never_as_markup(tmp_path: Path) -> None:
+    run, cases = make_development_run(tmp_path)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    report = build_report(run.root)
+    tricky = {"file": "[bold]result.json", "reason": "closing [/red] and [link=x]y[/link]"}
+    shown = " ".join(render(report.model_copy(update={"corrupt_results": [tricky]})).split())
+    assert "[bold]result.json: closing [/red] and [link=x]y[/link]" in shown

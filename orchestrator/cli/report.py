@@ -12,6 +12,7 @@ from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
 from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -113,7 +114,8 @@ def print_report(report: Report, out: Console = console) -> None:
         )
     for bad in report.corrupt_results:
         out.print(
-            f"[red]corrupt result, counted as errored:[/red] {bad['file']}: {bad['reason']}",
+            f"[red]corrupt result, counted as errored:[/red] "
+            f"{escape(bad['file'])}: {escape(bad['reason'])}",
             highlight=False,
         )
     out.print("provider usage: unknown (a file mailbox cannot meter it)")

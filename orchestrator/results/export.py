@@ -53,7 +53,6 @@ STATE_LAYOUT: tuple[str, ...] = (
 )
 STATE_DIM = len(STATE_LAYOUT)
 ROWS_PER_GROUP = 65536
-COUNTERS = SUMMED_COUNTERS
 
 
 class ExportError(Exception):
@@ -234,7 +233,7 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("termination", text),
         ("truncated", pa.bool_()),
         ("truncation", text),
-        *((name, integer) for name in COUNTERS),
+        *((name, integer) for name in SUMMED_COUNTERS),
         ("first_success_control", integer),
         ("first_success_policy_call", integer),
         ("error_codes", pa.list_(text)),
@@ -427,7 +426,7 @@ def _episode_row(
         "termination": r.termination,
         "truncated": r.truncated,
         "truncation": r.truncation,
-        **{name: int(getattr(c, name)) for name in COUNTERS},
+        **{name: int(getattr(c, name)) for name in SUMMED_COUNTERS},
         "first_success_control": c.first_success_control,
         "first_success_policy_call": c.first_success_policy_call,
         "error_codes": [e.code for e in r.errors],

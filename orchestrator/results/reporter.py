@@ -33,7 +33,6 @@ from mailroom.orchestrator.catalog.plans import parse_plan
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-COUNTER_FIELDS = SUMMED_COUNTERS
 Standing = Literal["success", "failure", "errored", "unattempted"]
 Rate = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0)]
@@ -109,7 +108,7 @@ class Tally(BaseModel):
     not_confined: Count = 0
     success_rate_over_selected: Rate | None = None
     success_rate_over_completed: Rate | None = None
-    counters: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(COUNTER_FIELDS, 0))
+    counters: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(SUMMED_COUNTERS, 0))
     provider_usage: str = "unknown (null in every result: a file mailbox cannot meter it)"
 
     @model_validator(mode="after")
@@ -148,7 +147,7 @@ def tally(cases: Sequence[CaseCount]) -> Tally:
         success_rate_over_completed=_rate(success, success + failure),
         counters={
             name: sum(int(getattr(result.counters, name)) for result in results)
-            for name in COUNTER_FIELDS
+            for name in SUMMED_COUNTERS
         },
     )
 
