@@ -43,13 +43,26 @@ def _survivors(marker: str) -> list[int]:
     return found
 
 
-def _gone_in_time(marker: str, bound_s: float = 15.0) -> bool:
+def _described(pid: int) -> str:
+    """A survivor as a failure names it: its command line, parent, user and state."""
+    try:
+        cmdline = (Path(f"/proc/{pid}") / "cmdline").read_bytes().replace(b"\0", b" ")
+        status = (Path(f"/proc/{pid}") / "status").read_text()
+    except OSError:
+        return f"{pid} (gone)"
+    wanted = ("State:", "PPid:", "Uid:", "NSpid:")
+    fields = [line for line in status.splitlines() if line.startswith(wanted)]
+    return f"{pid} {cmdline.decode(errors='replace')[:300]!r} {fields}"
+
+
+def _left_after(marker: str, bound_s: float = 15.0) -> list[str]:
+    """The processes still there after `bound_s` (none: all of them went in time)."""
     deadline = time.monotonic() + bound_s
-    while _survivors(marker):
+    while survivors := _survivors(marker):
         if time.monotonic() > deadline:
-            return False
+            return [_described(pid) for pid in survivors]
         time.sleep(0.05)
-    return True
+    return []
 
 
 def _check_evidence(run_dir: Path, completed: dict[str, str]) -> None:
@@ -140,11 +153,13 @@ def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None
         proc.wait()
         kills += 1
         # Workers and actors die with the coordinator: wait for it, with a generous bound.
-        assert _gone_in_time(str(mailbox)), "an actor outlived the killed coordinator"
+        left = _left_after(str(mailbox))
+        assert left == [], f"an actor outlived the killed coordinator (kill {kills}): {left}"
         started = run_dir.glob("episodes/*/events.jsonl")
         if any(b'"actor_started"' in p.read_bytes() for p in started):
             assert sandbox_processes_left(run_dir) == [], "a sandbox outlived the kill"
-        assert _gone_in_time(str(run_dir)), "a worker outlived the killed coordinator"
+        left = _left_after(str(run_dir))
+        assert left == [], f"a worker outlived the killed coordinator (kill {kills}): {left}"
         _check_evidence(run_dir, completed)
     final = subprocess.run(again, capture_output=True, text=True, timeout=900)
     assert final.returncode == 0, final.stderr[-3000:]
