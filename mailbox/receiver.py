@@ -163,6 +163,18 @@ class ResponseReceiver:
         found = self.watcher.wait_until(lambda: self._look(sequence), timeout_s)
         if found is None:
             return Silence(waited_s=time.monotonic() - started)
+        return self._judge(found, sequence, request_id, limits)
+
+    def try_receive(
+        self, sequence: int, request_id: str, limits: ActionLimits
+    ) -> Reception | None:
+        """`receive` without waiting: None if nothing is in the inbox yet."""
+        found = self.watcher.poll(lambda: self._look(sequence))
+        return None if found is None else self._judge(found, sequence, request_id, limits)
+
+    def _judge(
+        self, found: _Sighting, sequence: int, request_id: str, limits: ActionLimits
+    ) -> Reception:
         if found.problem is not None:
             return Reception(outcome=found.problem, name=None)
         seen, name = found.sequence, found.name

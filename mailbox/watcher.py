@@ -6,6 +6,13 @@ at most one interval. An observer that cannot start, whose threads die, or whose
 event queue overflows is detected: the watcher records why, stops it, and falls back
 to scanning every `FALLBACK_SCAN_INTERVAL`. It never hangs.
 
+A watcher given an `InboxHub` starts no thread of its own: the hub's one inotify
+instance and reader thread serve every inbox of the process, and a caller serving
+many inboxes waits on the hub, then asks each woken watcher with `poll`.
+
+Each watcher notes when a response name first arrived (`arrival_of`): the time an
+answer waited before it was served is measured from there.
+
 Given the path of a held directory (`EndpointDirs.watch_path`, a `/proc/self/fd` magic
 link), the observer watches that directory wherever the actor moves it, and never
 whatever the actor put under its old name. The polling observer never follows a
@@ -22,7 +29,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -37,11 +44,16 @@ from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
 from watchdog.observers.polling import PollingObserverVFS
 
+if TYPE_CHECKING:
+    from .inbox_hub import HubWatch, InboxHub
+
 WatchMode = Literal["inotify", "polling"]
 DEFAULT_SCAN_INTERVAL = 0.25
 POLLING_INTERVAL = 0.05
 FALLBACK_SCAN_INTERVAL = 0.05
 WAKE_EVENTS = frozenset({"created", "moved"})
+# Arrival times kept per watcher between two `forget_arrivals` (names beyond are ignored).
+MAX_ARRIVALS = 64
 # Only these are asked of the kernel (inotify: IN_CREATE and IN_MOVE): writes, closes
 # and the claims' own unlinks wake no observer thread.
 WAKE_EVENT_TYPES: list[type[FileSystemEvent]] = [
@@ -77,7 +89,9 @@ class _WakingInotifyFD(InotifyFD):
     the reader thread saves both (the handler still runs and wakes it again).
     """
 
-    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[], None]) -> None:
+    def __init__(
+        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]
+    ) -> None:
         super().__init__()
         self._on_overflow = on_overflow
         self._on_arrival = on_arrival
@@ -86,14 +100,16 @@ class _WakingInotifyFD(InotifyFD):
         if event.is_queue_overflow:
             self._on_overflow()
         elif event.is_create or event.is_moved_to:
-            self._on_arrival()
+            self._on_arrival(os.fsdecode(event.name))
         super().handle_event(event)
 
 
 class InotifyObserver(BaseObserver):
     """watchdog's inotify observer with its own reader thread, which it exposes."""
 
-    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[], None]) -> None:
+    def __init__(
+        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]
+    ) -> None:
         self.inotify_fd = _WakingInotifyFD(on_overflow, on_arrival)
         self.inotify_fd.start()
         super().__init__(InotifyEmitter, inotify_fd=self.inotify_fd)
@@ -140,9 +156,14 @@ class InboxWatcher:
         mode: WatchMode = "inotify",
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
         polling_interval: float = POLLING_INTERVAL,
+        hub: InboxHub | None = None,
     ) -> None:
         self.inbox = inbox
         self.mode: WatchMode = mode
+        self.hub = hub
+        self._hub_watch: HubWatch | None = None
+        self._arrivals: dict[str, float] = {}
+        self._arrivals_lock = threading.Lock()
         self.scan_interval = scan_interval
         self.polling_interval = polling_interval
         self.fallback_reason: FallbackReason | None = None
@@ -153,6 +174,7 @@ class InboxWatcher:
         # When the last wait found what it looked for (`time.perf_counter`): lets a
         # benchmark split detection from what follows it.
         self.found_at = 0.0
+        self.found_monotonic = 0.0
 
     @property
     def fell_back(self) -> bool:
@@ -162,10 +184,32 @@ class InboxWatcher:
     def observer(self) -> BaseObserver | None:
         return self._observer
 
-    def _note_overflow(self) -> None:
+    def note_overflow(self) -> None:
         # Called on watchdog's reader thread: flag it, the waiter does the rest.
         self._overflowed.set()
         self._event.set()
+
+    def note_arrival(self, name: str) -> None:
+        """A name was created or moved into the inbox (called on the reader thread)."""
+        now = time.monotonic()
+        with self._arrivals_lock:
+            if name not in self._arrivals and len(self._arrivals) < MAX_ARRIVALS:
+                self._arrivals[name] = now
+        self._event.set()
+
+    def arrival_of(self, name: str) -> float | None:
+        """When `name` first arrived since `forget_arrivals` (monotonic), if an event said."""
+        with self._arrivals_lock:
+            return self._arrivals.get(name)
+
+    def first_arrival(self) -> float | None:
+        """The earliest arrival not yet forgotten: a hub's caller serves in this order."""
+        with self._arrivals_lock:
+            return min(self._arrivals.values(), default=None)
+
+    def forget_arrivals(self) -> None:
+        with self._arrivals_lock:
+            self._arrivals.clear()
 
     def _new_observer(self) -> BaseObserver:
         if self.mode == "polling":
@@ -174,13 +218,16 @@ class InboxWatcher:
                 listdir=os.scandir,
                 polling_interval=self.polling_interval,
             )
-        return InotifyObserver(self._note_overflow, self._event.set)
+        return InotifyObserver(self.note_overflow, self.note_arrival)
 
     def _fall_back(self, reason: FallbackReason, detail: str) -> None:
         if self.fallback_reason is None:
             self.fallback_reason, self.fallback_detail = reason, detail[:500]
 
     def start(self) -> None:
+        if self.hub is not None:
+            self._start_on_hub(self.hub)
+            return
         observer: BaseObserver | None = None
         try:
             observer = self._new_observer()
@@ -200,7 +247,18 @@ class InboxWatcher:
             return
         self._observer = observer
 
+    def _start_on_hub(self, hub: InboxHub) -> None:
+        if self.mode == "polling":
+            return  # scanned at the polling interval by whoever polls; no thread at all
+        try:
+            self._hub_watch = hub.watch(self.inbox, self)
+        except Exception as exc:  # any failure to watch: the scan still finds files
+            self._fall_back(FallbackReason.START_FAILED, f"{type(exc).__name__}: {exc}")
+
     def stop(self) -> None:
+        watch, self._hub_watch = self._hub_watch, None
+        if watch is not None and self.hub is not None:
+            self.hub.unwatch(watch)
         observer, self._observer = self._observer, None
         if observer is not None:
             _stop(observer)
@@ -217,7 +275,39 @@ class InboxWatcher:
     ) -> None:
         self.stop()
 
+    def _check_hub(self) -> None:
+        if self._hub_watch is None or self.hub is None:
+            return
+        if self._overflowed.is_set():
+            self._fall_back(FallbackReason.QUEUE_OVERFLOW, "the kernel dropped inotify events")
+        elif not self.hub.alive:
+            self._fall_back(FallbackReason.OBSERVER_DIED, "the hub's reader thread is not alive")
+        else:
+            return
+        watch, self._hub_watch = self._hub_watch, None
+        self.hub.unwatch(watch)
+
+    @property
+    def recheck_interval(self) -> float:
+        """How often the inbox must be looked at when no event says so."""
+        if self.fell_back:
+            return FALLBACK_SCAN_INTERVAL
+        if self.hub is not None and self.mode == "polling":
+            return self.polling_interval
+        return self.scan_interval
+
+    def poll(self, check: Callable[[], T | None]) -> T | None:
+        """One look, without waiting: the result of `check`, None if nothing is there."""
+        self._event.clear()
+        self._check_observer()
+        found = check()
+        if found is not None:
+            self.found_at = time.perf_counter()
+            self.found_monotonic = time.monotonic()
+        return found
+
     def _check_observer(self) -> None:
+        self._check_hub()
         observer = self._observer
         if observer is None:
             return
@@ -243,12 +333,12 @@ class InboxWatcher:
             found = check()
             if found is not None:
                 self.found_at = time.perf_counter()
+                self.found_monotonic = time.monotonic()
                 return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            interval = FALLBACK_SCAN_INTERVAL if self.fell_back else self.scan_interval
-            self._event.wait(min(remaining, interval))
+            self._event.wait(min(remaining, self.recheck_interval))
 
     def wait_for(self, name: str, timeout: float) -> bool:
         """True once `inbox/name` exists (any file type); False when `timeout` passes."""

@@ -233,6 +233,8 @@ class RunBuilder:
             truncation="policy_call_cap" if outcome == "failure" else None,
             counters=Counters(policy_calls=calls, action_decisions=calls, settling_controls=10),
             latency=Latency(samples=calls, median_ms=5.0, max_ms=9.0, total_ms=10.0),
+            queue_delay=Latency.of([0.5]),
+            processing=Latency.of([]),
             usage=Usage(),
             errors=errors,
             case=CaseRecord(

@@ -107,6 +107,8 @@ def write_result(
             first_success_policy_call=(executed + 4) // 5 if outcome == "success" else None,
         ),
         latency=Latency(samples=1, median_ms=12.5, max_ms=12.5, total_ms=12.5),
+        queue_delay=Latency.of([0.5]),
+        processing=Latency.of([]),
         usage=Usage(),
         errors=[cut] if interrupted else [],
         case=CaseRecord(

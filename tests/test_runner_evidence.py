@@ -23,7 +23,7 @@ from mailroom.orchestrator.perf.detection import write_response
 from mailroom.orchestrator.results.export import read_steps
 from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
-from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery
+from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
 K = 3
@@ -57,6 +57,9 @@ class InlineActor:
         write_response(endpoint.response_file(delivery.sequence), json.dumps(body).encode())
         self.rows_seen.append(len(self.inner.evidence.pending_steps))
         return self.inner.await_decision(delivery, limits, timeout_s)
+
+    def arrival(self) -> Arrival:
+        return self.inner.arrival()
 
     def close(self, last_sequence: int) -> None:
         self.inner.close(last_sequence)

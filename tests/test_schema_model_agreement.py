@@ -261,6 +261,8 @@ def _result() -> Doc:
         truncation=None,
         counters=Counters(policy_calls=3, action_decisions=2, stop_responses=1),
         latency=Latency(samples=3, median_ms=12.5, max_ms=40.0, total_ms=70.0),
+        queue_delay=Latency.of([0.5]),
+        processing=Latency.of([]),
         usage=Usage(),
         errors=[TypedError(kind="policy_error", code="out_of_bounds", message="m", policy_call=2)],
         case=CaseRecord(
@@ -325,13 +327,39 @@ RESULT_INVALID = _mutated(
         "network_other": _set("confinement.network", "lan"),
         "confinement_extra": _set("confinement.uid", 7),
         "as_v1": _set("schema", "mailroom.episode_result/v1"),
+        "as_v2": _set("schema", "mailroom.episode_result/v2"),
+        "no_queue_delay": _set("queue_delay", DELETE),
+        "null_queue_delay": _set("queue_delay", None),
+        "no_processing": _set("processing", DELETE),
+        "negative_queue_delay": _set("queue_delay.total_ms", -1.0),
+        "queue_delay_extra": _set("queue_delay.p95_ms", 1.0),
     },
 )
 
 
+def _v2(doc: Doc) -> None:
+    doc["schema"] = "mailroom.episode_result/v2"
+    del doc["queue_delay"]
+    del doc["processing"]
+
+
 def _v1(doc: Doc) -> None:
+    _v2(doc)
     doc["schema"] = "mailroom.episode_result/v1"
     del doc["confinement"]
+
+
+# Results written before the queueing split existed: the same model reads them.
+RESULT_V2 = _mutated(RESULT, {"v2": _v2})[0][1]
+RESULT_V2_VALID = [("base", RESULT_V2)]
+RESULT_V2_INVALID = _mutated(
+    RESULT_V2,
+    {
+        "with_queue_delay": _set("queue_delay", RESULT["queue_delay"]),
+        "as_v3": _set("schema", "mailroom.episode_result/v3"),
+        "no_confinement": _set("confinement", DELETE),
+    },
+)
 
 
 # Results written before confinement existed: the same model reads them.
@@ -342,6 +370,7 @@ RESULT_V1_INVALID = _mutated(
     {
         "with_confinement": _set("confinement", {"mode": "sandbox", "network": "none"}),
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
+        "with_queue_delay": _set("queue_delay", RESULT["queue_delay"]),
         "extra_field": _set("seed", 7),
     },
 )
@@ -360,7 +389,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v2", EpisodeResult),
+    "result": ("mailroom.episode_result/v3", EpisodeResult),
+    "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
     "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
 }
 EXAMPLES: list[tuple[str, str, object, bool]] = [
@@ -370,6 +400,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("result", RESULT_VALID, RESULT_INVALID),
+        ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
         ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
     )
     for examples, ok in ((valid, True), (invalid, False))
@@ -398,4 +429,4 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v2", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v3", EpisodeResult, doc) == (False, False)

@@ -34,6 +34,9 @@ FROZEN = {
     "mailroom.episode_result.v2.json": (
         "946b50118201bdbd199571088748d9aa693f64c12c982360b0f79bb3d4144832"
     ),
+    "mailroom.episode_result.v3.json": (
+        "13e9b2912a14b7d7b0303785b4120f2c909cd0755076738f4bb88fe5bbe15440"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),

@@ -124,7 +124,9 @@ def record_interrupted(
         truncated=False,
         truncation=None,
         counters=counters_from_events(events),
-        latency=Latency(samples=0, median_ms=None, max_ms=None, total_ms=0.0),
+        latency=Latency.of([]),
+        queue_delay=Latency.of([]),
+        processing=Latency.of([]),
         usage=Usage(),
         errors=[
             TypedError(

@@ -7,9 +7,8 @@ scorer's alone: `success` only on native success, `error` only for typed errors.
 from __future__ import annotations
 
 import secrets
-import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -45,17 +44,51 @@ from mailroom.orchestrator.sim.base import (
     SimulatorError,
     TaskIdentity,
 )
-from mailroom.orchestrator.transport.base import Delivery, PolicyFailed, TimedOut, Transport
+from mailroom.orchestrator.transport.base import (
+    DecisionOutcome,
+    Delivery,
+    PolicyFailed,
+    TimedOut,
+    Transport,
+)
 from mailroom.timestamps import utc_timestamp
+
+
+@dataclass(frozen=True)
+class _Served:
+    """A judged response: its actor latency, how long it waited to be served, and when
+    serving began (monotonic), until the next observation or the episode's end."""
+
+    sequence: int
+    latency_s: float
+    queue_delay_s: float
+    served_at: float
+
+
+def _record_timing(evidence: EpisodeEvidence, state: _State, processing_s: float | None) -> None:
+    served = state.served
+    assert served is not None
+    state.served = None
+    # Deferred: written once the next observation is out, off the decision path.
+    evidence.defer_event(
+        "decision_served",
+        sequence=served.sequence,
+        latency_ms=round(served.latency_s * 1000.0, 3),
+        queue_delay_ms=round(served.queue_delay_s * 1000.0, 3),
+        processing_ms=None if processing_s is None else round(processing_s * 1000.0, 3),
+    )
 
 
 @dataclass
 class _State:
     counters: Counters
     latencies_ms: list[float] = field(default_factory=list)
+    queue_delays_ms: list[float] = field(default_factory=list)
+    processing_ms: list[float] = field(default_factory=list)
     errors: list[TypedError] = field(default_factory=list)
     termination: Termination | None = None
     truncation: Truncation | None = None
+    served: _Served | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +119,36 @@ def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
     )
 
 
+@dataclass(frozen=True)
+class Awaiting:
+    """Where an episode waits: the decision on `delivery`, from `transport`, within
+    `timeout_s`. Whoever drives the episode answers with the `DecisionOutcome`."""
+
+    transport: Transport
+    delivery: Delivery
+    limits: ActionLimits
+    timeout_s: float
+
+
+# An episode as a generator: it yields each wait and returns its result. One driver
+# waits on one transport (`drive`); a worker's slots wait on many at once.
+EpisodeSteps = Generator[Awaiting, DecisionOutcome, EpisodeResult]
+
+
+def drive(steps: EpisodeSteps) -> EpisodeResult:
+    """Run an episode alone: every wait is a blocking wait on its transport."""
+    try:
+        waiting = next(steps)
+        while True:
+            outcome = waiting.transport.await_decision(
+                waiting.delivery, waiting.limits, waiting.timeout_s
+            )
+            waiting = steps.send(outcome)
+    except StopIteration as finished:
+        result: EpisodeResult = finished.value
+        return result
+
+
 class FrameSink(Protocol):
     """Receives the camera frames of every executed control (video evidence)."""
 
@@ -107,6 +170,12 @@ class EpisodeRunner:
     def run(
         self, request: EpisodeRequest, transport: Transport, evidence: EpisodeEvidence
     ) -> EpisodeResult:
+        return drive(self.steps(request, transport, evidence))
+
+    def steps(
+        self, request: EpisodeRequest, transport: Transport, evidence: EpisodeEvidence
+    ) -> EpisodeSteps:
+        """The episode, yielding at each wait for a decision (see `drive`)."""
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
         self.check_configuration(request.reference_horizon)
@@ -114,6 +183,7 @@ class EpisodeRunner:
         state = _State(counters=Counters())
         start: EpisodeStart | None = None
         last_sequence = 0
+        settled = False
         try:
             start = self.adapter.start_episode(
                 request.identity, request.init_state_index, request.seed
@@ -121,13 +191,14 @@ class EpisodeRunner:
             state.counters.settling_controls = start.settling_controls
             with CLOCK.phase("settle_heap"):
                 settle_heap()
+            settled = True
             evidence.event(
                 "episode_started",
                 settling_controls=start.settling_controls,
                 success_during_settling=start.success_during_settling,
             )
             # The wall-time limit covers the policy loop, not reset and settling.
-            last_sequence = self._policy_loop(
+            last_sequence = yield from self._policy_loop(
                 request, start, transport, evidence, state, time.monotonic()
             )
         except EndpointTamperedError as exc:
@@ -152,7 +223,8 @@ class EpisodeRunner:
                 )
             )
         finally:
-            thaw_heap()
+            if settled:
+                thaw_heap()
             transport.close(last_sequence)
         outcome: Outcome
         if state.termination == "native_success":
@@ -170,12 +242,9 @@ class EpisodeRunner:
             truncated=state.truncation is not None,
             truncation=state.truncation,
             counters=state.counters,
-            latency=Latency(
-                samples=len(state.latencies_ms),
-                median_ms=statistics.median(state.latencies_ms) if state.latencies_ms else None,
-                max_ms=max(state.latencies_ms) if state.latencies_ms else None,
-                total_ms=sum(state.latencies_ms),
-            ),
+            latency=Latency.of(state.latencies_ms),
+            queue_delay=Latency.of(state.queue_delays_ms),
+            processing=Latency.of(state.processing_ms),
             usage=Usage(),
             errors=state.errors,
             case=CaseRecord.of(
@@ -208,7 +277,22 @@ class EpisodeRunner:
         evidence: EpisodeEvidence,
         state: _State,
         t0: float,
-    ) -> int:
+    ) -> Generator[Awaiting, DecisionOutcome, int]:
+        try:
+            return (yield from self._decisions(request, start, transport, evidence, state, t0))
+        finally:
+            if state.served is not None:  # the last decision: no observation followed
+                _record_timing(evidence, state, None)
+
+    def _decisions(
+        self,
+        request: EpisodeRequest,
+        start: EpisodeStart,
+        transport: Transport,
+        evidence: EpisodeEvidence,
+        state: _State,
+        t0: float,
+    ) -> Generator[Awaiting, DecisionOutcome, int]:
         settings = self.settings
         c = state.counters
         control_cap = settings.control_cap(request.reference_horizon)
@@ -260,12 +344,16 @@ class EpisodeRunner:
             transport.deliver(delivery)
             CLOCK.end_cycle()
             published = time.monotonic()
+            if state.served is not None:
+                processing_s = published - state.served.served_at
+                state.processing_ms.append(processing_s * 1000.0)
+                _record_timing(evidence, state, processing_s)
             with CLOCK.phase("after_publication"):
                 evidence.write_steps()  # the last chunk's rows, while the actor works
             timeout = settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
-            decision = transport.await_decision(delivery, limits, timeout)
+            decision = yield Awaiting(transport, delivery, limits, timeout)
             CLOCK.begin_cycle()
             if isinstance(decision, TimedOut):
                 if wall_left is not None and wall_left <= settings.response_timeout_s:
@@ -308,7 +396,11 @@ class EpisodeRunner:
                 )
                 return sequence
             c.policy_calls += 1
-            state.latencies_ms.append((time.monotonic() - published) * 1000.0)
+            arrival = transport.arrival()
+            latency_s = max(0.0, arrival.arrived_at - published)
+            state.latencies_ms.append(latency_s * 1000.0)
+            state.queue_delays_ms.append(arrival.queue_delay_s * 1000.0)
+            state.served = _Served(sequence, latency_s, arrival.queue_delay_s, arrival.served_at)
             if isinstance(decision, Invalid):
                 c.rejected_responses += 1
                 if settings.invalid_action_handling == "terminal":

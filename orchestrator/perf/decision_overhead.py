@@ -45,7 +45,7 @@ from mailroom.orchestrator.perf.detection import act_response, milliseconds, wri
 from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
-from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery
+from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 
 K = 5
@@ -172,6 +172,9 @@ class InlineActor:
         outcome = self.inner.await_decision(delivery, limits, timeout_s)
         self.waits.append(time.perf_counter() - started)
         return outcome
+
+    def arrival(self) -> Arrival:
+        return self.inner.arrival()
 
     def close(self, last_sequence: int) -> None:
         self.inner.close(last_sequence)

@@ -1,12 +1,17 @@
-"""The episode result document (`mailroom.episode_result/v2`): private, written last.
+"""The episode result document (`mailroom.episode_result/v3`): private, written last.
 
-Version 2 adds the attempt's confinement. Results written before it (`v1`) still load
-and report: their `confinement` is None, which reports as not confined (before v2 every
-spawned actor ran as the evaluator's own user).
+Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
+actor's latency, the queueing delay before the response was served and the
+orchestrator's processing. Results written before either still load and report: a v1
+result's `confinement` is None, which reports as not confined (before v2 every spawned
+actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
+figures (None).
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
@@ -24,8 +29,9 @@ from pydantic import (
 )
 
 RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
-RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA)
+RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
+RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2, RESULT_SCHEMA)
 Outcome = Literal["success", "failure", "error"]
 Termination = Literal[
     "native_success",
@@ -88,6 +94,15 @@ class Latency(Strict):
     median_ms: Annotated[float, Field(ge=0)] | None
     max_ms: Annotated[float, Field(ge=0)] | None
     total_ms: Annotated[float, Field(ge=0)]
+
+    @classmethod
+    def of(cls, samples_ms: Sequence[float]) -> Latency:
+        return cls(
+            samples=len(samples_ms),
+            median_ms=statistics.median(samples_ms) if samples_ms else None,
+            max_ms=max(samples_ms) if samples_ms else None,
+            total_ms=sum(samples_ms),
+        )
 
 
 class Usage(Strict):
@@ -159,9 +174,9 @@ class SettingsRecord(Strict):
 
 
 class EpisodeResult(Strict):
-    schema_: Literal["mailroom.episode_result/v1", "mailroom.episode_result/v2"] = Field(
-        default=RESULT_SCHEMA, alias="schema"
-    )
+    schema_: Literal[
+        "mailroom.episode_result/v1", "mailroom.episode_result/v2", "mailroom.episode_result/v3"
+    ] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
     outcome: Outcome
@@ -170,6 +185,8 @@ class EpisodeResult(Strict):
     truncation: Truncation | None
     counters: Counters
     latency: Latency
+    queue_delay: Latency | None = None
+    processing: Latency | None = None
     usage: Usage
     errors: list[TypedError]
     case: CaseRecord
@@ -181,22 +198,31 @@ class EpisodeResult(Strict):
     wall_time_s: Annotated[float, Field(ge=0)]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    # A v1 document has no confinement field; a v2 one must (checked below).
-    _may_be_absent: ClassVar[frozenset[str]] = frozenset({"confinement"})
+    # Fields a version before them has not; each later version must have them (below).
+    _may_be_absent: ClassVar[frozenset[str]] = frozenset(
+        {"confinement", "queue_delay", "processing"}
+    )
 
     @model_validator(mode="after")
-    def _confinement_by_version(self) -> EpisodeResult:
-        if (self.schema_ == RESULT_SCHEMA) != (self.confinement is not None):
+    def _fields_by_version(self) -> EpisodeResult:
+        if (self.schema_ == RESULT_SCHEMA_V1) != (self.confinement is None):
             raise ValueError(
-                "a v2 result records its confinement; a v1 result has no confinement field"
+                "a v2 or v3 result records its confinement; a v1 result has no confinement field"
             )
+        for name in ("queue_delay", "processing"):
+            if (self.schema_ == RESULT_SCHEMA) != (getattr(self, name) is not None):
+                raise ValueError(f"a v3 result records {name}; a v1 or v2 result has no {name}")
         return self
 
     @model_serializer(mode="wrap")
-    def _without_v1_confinement(self, handler: SerializerFunctionWrapHandler) -> object:
+    def _without_later_fields(self, handler: SerializerFunctionWrapHandler) -> object:
         data = handler(self)
-        if isinstance(data, dict) and self.schema_ == RESULT_SCHEMA_V1:
-            data.pop("confinement", None)
+        if isinstance(data, dict):
+            if self.schema_ == RESULT_SCHEMA_V1:
+                data.pop("confinement", None)
+            if self.schema_ != RESULT_SCHEMA:
+                data.pop("queue_delay", None)
+                data.pop("processing", None)
         return data
 
     @property

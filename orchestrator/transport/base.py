@@ -49,6 +49,27 @@ class PolicyFailed:
 DecisionOutcome = Accepted | Invalid | ProtocolError | TimedOut | PolicyFailed
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When the last decided response arrived and when serving it began (monotonic).
+
+    Between the two it waited in the queue: a worker serving several live episodes
+    was busy with another. For a transport with no queue they coincide.
+    """
+
+    arrived_at: float
+    served_at: float
+
+    @property
+    def queue_delay_s(self) -> float:
+        return max(0.0, self.served_at - self.arrived_at)
+
+    @classmethod
+    def now(cls) -> Arrival:
+        t = time.monotonic()
+        return cls(t, t)
+
+
 class Transport(Protocol):
     def deliver(self, delivery: Delivery) -> None: ...
 
@@ -56,7 +77,19 @@ class Transport(Protocol):
         self, delivery: Delivery, limits: ActionLimits, timeout_s: float
     ) -> DecisionOutcome: ...
 
+    def arrival(self) -> Arrival:
+        """The timing of the outcome the last wait returned."""
+        ...
+
     def close(self, last_sequence: int) -> None: ...
+
+
+class PollableTransport(Transport, Protocol):
+    """A transport that can also be asked without waiting (a worker's slots)."""
+
+    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
+        """The outcome if one is there now; None: nothing yet."""
+        ...
 
 
 # A check run while waiting for the actor: a typed failure ends the episode.
@@ -73,7 +106,7 @@ class ActorGuard:
 
     def __init__(
         self,
-        inner: Transport,
+        inner: PollableTransport,
         alive: Callable[[], bool],
         checks: Sequence[ActorCheck] = (),
         slice_s: float = 0.5,
@@ -82,9 +115,34 @@ class ActorGuard:
         self.alive = alive
         self.checks = tuple(checks)
         self.slice_s = slice_s
+        # Polled: when the actor was last checked on, and first seen dead.
+        self._checked_at = 0.0
+        self._dead_at: float | None = None
 
     def deliver(self, delivery: Delivery) -> None:
+        self._checked_at, self._dead_at = 0.0, None
         self.inner.deliver(delivery)
+
+    def arrival(self) -> Arrival:
+        return self.inner.arrival()
+
+    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
+        """`await_decision` without waiting: the same checks, at most every `slice_s`,
+        and the same last look (one slice) after the actor is seen dead."""
+        now = time.monotonic()
+        if now - self._checked_at >= self.slice_s:
+            self._checked_at = now
+            failure = self._failed()
+            if failure is not None:
+                return failure
+            if self._dead_at is None and not self.alive():
+                self._dead_at = now
+        outcome = self.inner.poll_decision(delivery, limits)
+        if outcome is not None:
+            return outcome
+        if self._dead_at is not None and now - self._dead_at >= self.slice_s:
+            return PolicyFailed("actor_exited", "the actor process ended without answering")
+        return None
 
     def _failed(self) -> PolicyFailed | None:
         for check in self.checks:

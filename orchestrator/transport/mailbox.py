@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, held_endpoint
 from mailroom.mailbox.held_directories import EndpointTamperedError
+from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
 from mailroom.mailbox.publish import document_bytes, publish_all_to_outbox, publish_to_outbox
@@ -28,7 +29,7 @@ from mailroom.mailbox.watcher import (
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import OutboxDurability
 from mailroom.orchestrator.perf.phase_clock import CLOCK
-from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery, TimedOut
+from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, TimedOut
 from mailroom.orchestrator.transport.observation import observation_document
 from mailroom.orchestrator.transport.png import encode_png
 
@@ -57,6 +58,7 @@ class MailboxTransport:
         keep_images: bool = True,
         polling_interval: float = POLLING_INTERVAL,
         outbox_durability: OutboxDurability = "atomic",
+        hub: InboxHub | None = None,
     ) -> None:
         self.endpoint = held_endpoint(endpoint)
         # Outbox files are always atomic; fsynced only when the run declares it.
@@ -69,6 +71,7 @@ class MailboxTransport:
             mode=watch_mode,
             scan_interval=scan_interval,
             polling_interval=polling_interval,
+            hub=hub,
         )
         self.receiver = ResponseReceiver(
             self.endpoint, evidence.directory / "responses", self.watcher
@@ -76,6 +79,7 @@ class MailboxTransport:
         self.watcher.start()
         self._encoded: tuple[Capture, dict[str, bytes]] | None = None
         self._fallback_recorded = False
+        self._arrival = Arrival.now()
 
     def _png(self, capture: Capture) -> dict[str, bytes]:
         # A re-delivered capture (after a rejection) is the same object: encode it once.
@@ -118,6 +122,7 @@ class MailboxTransport:
             document = observation_document(delivery, self.endpoint)
             body = document_bytes(document)
         name = self.endpoint.observation_file(delivery.sequence).name
+        self.watcher.forget_arrivals()  # from here on, an arrival answers this one
         if delivery.sequence == 1:
             # On record before the actor can see anything: an attempt killed during
             # this publication is never re-run as if nothing had been shown.
@@ -196,8 +201,24 @@ class MailboxTransport:
         self._record_fallback()
         if isinstance(received, Silence):
             return TimedOut(waited_s=received.waited_s)
-        CLOCK.mark("response_detected_at", self.watcher.found_at)
-        CLOCK.mark("claim_parse", time.perf_counter() - self.watcher.found_at)
+        return self._decided(delivery, received)
+
+    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
+        received = self.receiver.try_receive(delivery.sequence, delivery.request_id, limits)
+        self._record_fallback()
+        return None if received is None else self._decided(delivery, received)
+
+    def arrival(self) -> Arrival:
+        return self._arrival
+
+    def _decided(self, delivery: Delivery, received: Reception) -> DecisionOutcome:
+        watcher = self.watcher
+        served = watcher.found_monotonic
+        # An event names when the file arrived; a file found by a scan arrived when found.
+        arrived = watcher.arrival_of(self.endpoint.response_file(delivery.sequence).name)
+        self._arrival = Arrival(served if arrived is None else min(arrived, served), served)
+        CLOCK.mark("response_detected_at", watcher.found_at)
+        CLOCK.mark("claim_parse", time.perf_counter() - watcher.found_at)
         self._record(delivery.sequence, received)
         return received.outcome
 

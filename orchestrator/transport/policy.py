@@ -19,7 +19,7 @@ from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.messages import Observation
 from mailroom.mailbox.parser import ActionLimits, parse_response
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
-from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery, PolicyFailed
+from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, PolicyFailed
 from mailroom.orchestrator.transport.observation import build_observation
 
 # File names an in-process policy would have seen in a mailbox; no file is written.
@@ -45,6 +45,7 @@ class PolicyTransport:
         self.policy = policy
         self.evidence = evidence
         self._pending: PolicyObservation | None = None
+        self._arrival = Arrival.now()
 
     def deliver(self, delivery: Delivery) -> None:
         document = build_observation(delivery, _VIRTUAL_ENDPOINT)
@@ -68,6 +69,7 @@ class PolicyTransport:
             data = json.dumps(answer, allow_nan=True).encode("utf-8")
         except Exception as exc:  # a policy bug is the policy's error, typed and kept
             return PolicyFailed("policy_exception", f"{type(exc).__name__}: {exc}"[:2000])
+        self._arrival = Arrival.now()
         self.evidence.response_path(delivery.sequence).write_bytes(data)
         outcome = parse_response(data, expected_request_id=delivery.request_id, limits=limits)
         self.evidence.event(
@@ -78,6 +80,9 @@ class PolicyTransport:
             outcome=outcome.kind,
         )
         return outcome
+
+    def arrival(self) -> Arrival:
+        return self._arrival
 
     def close(self, last_sequence: int) -> None:
         self.evidence.event("closed_published", last_sequence=last_sequence)
