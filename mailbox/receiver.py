@@ -165,9 +165,7 @@ class ResponseReceiver:
             return Silence(waited_s=time.monotonic() - started)
         return self._judge(found, sequence, request_id, limits)
 
-    def try_receive(
-        self, sequence: int, request_id: str, limits: ActionLimits
-    ) -> Reception | None:
+    def try_receive(self, sequence: int, request_id: str, limits: ActionLimits) -> Reception | None:
         """`receive` without waiting: None if nothing is in the inbox yet."""
         found = self.watcher.poll(lambda: self._look(sequence))
         return None if found is None else self._judge(found, sequence, request_id, limits)

@@ -89,9 +89,7 @@ class _WakingInotifyFD(InotifyFD):
     the reader thread saves both (the handler still runs and wakes it again).
     """
 
-    def __init__(
-        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]
-    ) -> None:
+    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]) -> None:
         super().__init__()
         self._on_overflow = on_overflow
         self._on_arrival = on_arrival
@@ -107,9 +105,7 @@ class _WakingInotifyFD(InotifyFD):
 class InotifyObserver(BaseObserver):
     """watchdog's inotify observer with its own reader thread, which it exposes."""
 
-    def __init__(
-        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]
-    ) -> None:
+    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]) -> None:
         self.inotify_fd = _WakingInotifyFD(on_overflow, on_arrival)
         self.inotify_fd.start()
         super().__init__(InotifyEmitter, inotify_fd=self.inotify_fd)
@@ -164,6 +160,8 @@ class InboxWatcher:
         self._hub_watch: HubWatch | None = None
         self._arrivals: dict[str, float] = {}
         self._arrivals_lock = threading.Lock()
+        # An arrival that no look has followed yet (a hub's caller polls these first).
+        self._unseen = threading.Event()
         self.scan_interval = scan_interval
         self.polling_interval = polling_interval
         self.fallback_reason: FallbackReason | None = None
@@ -195,6 +193,7 @@ class InboxWatcher:
         with self._arrivals_lock:
             if name not in self._arrivals and len(self._arrivals) < MAX_ARRIVALS:
                 self._arrivals[name] = now
+        self._unseen.set()
         self._event.set()
 
     def arrival_of(self, name: str) -> float | None:
@@ -202,10 +201,13 @@ class InboxWatcher:
         with self._arrivals_lock:
             return self._arrivals.get(name)
 
-    def first_arrival(self) -> float | None:
-        """The earliest arrival not yet forgotten: a hub's caller serves in this order."""
+    def unseen_since(self) -> float | None:
+        """When the earliest arrival came, if something arrived since the last look
+        (None otherwise): a hub's caller looks at these inboxes, in this order."""
+        if not self._unseen.is_set():
+            return None
         with self._arrivals_lock:
-            return min(self._arrivals.values(), default=None)
+            return min(self._arrivals.values(), default=time.monotonic())
 
     def forget_arrivals(self) -> None:
         with self._arrivals_lock:
@@ -299,6 +301,7 @@ class InboxWatcher:
     def poll(self, check: Callable[[], T | None]) -> T | None:
         """One look, without waiting: the result of `check`, None if nothing is there."""
         self._event.clear()
+        self._unseen.clear()
         self._check_observer()
         found = check()
         if found is not None:

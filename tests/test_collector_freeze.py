@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
-from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
+from mailroom.orchestrator.episode.collector_freeze import live_loops, settle_heap, thaw_heap
 
 
 class Node:
@@ -24,7 +24,9 @@ def _cycle() -> tuple[Node, weakref.ref[Node]]:
 @pytest.fixture(autouse=True)
 def _unfrozen() -> Iterator[None]:
     yield
-    gc.unfreeze()
+    while live_loops():
+        thaw_heap()
+    assert gc.get_freeze_count() == 0
 
 
 def test_survivors_are_frozen_and_garbage_is_collected_first() -> None:
@@ -61,3 +63,16 @@ def test_thawing_lets_an_ordinary_collection_take_what_was_frozen() -> None:
     del replaced
     gc.collect()
     assert ref() is None
+
+
+def test_the_heap_stays_frozen_until_the_last_live_loop_ends() -> None:
+    # A worker with two live episodes: the first to end must not thaw the other's loop.
+    settle_heap()
+    settle_heap()
+    assert live_loops() == 2
+    thaw_heap()
+    assert gc.get_freeze_count() > 0
+    thaw_heap()
+    assert live_loops() == 0 and gc.get_freeze_count() == 0
+    thaw_heap()  # an extra thaw never goes below zero
+    assert live_loops() == 0

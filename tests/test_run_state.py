@@ -38,6 +38,9 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
         "unrecorded": 0,
         "unattempted": 1,
         "in_progress": 0,
+        "live": 0,
+        "queued": 1,
+        "done": 1,
     }
     # An attempt begun but without a result, and one whose result is corrupt.
     started = run.episode_dir(cases[1].attempt_id(1))
@@ -48,6 +51,7 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
     with run.lock():  # a launch holds the run: it is running
         _, state = _status(run.root)
     assert (state["errored"], state["unattempted"], state["in_progress"]) == (0, 1, 1)
+    assert (state["live"], state["queued"], state["done"]) == (1, 0, 1)
     (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
     _, state = _status(run.root)
     assert (state["errored"], state["corrupt"], state["unattempted"]) == (1, 1, 0)

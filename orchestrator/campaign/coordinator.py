@@ -1,13 +1,14 @@
 """Launching a plan: worker processes, fresh blinded actors, resume without re-showing.
 
-Each worker process builds its own simulator lazily (EGL contexts do not survive a
-fork) and reuses it across the episodes of one task. The parent never imports the
-simulator; it hands out work, collects results and keeps the books.
+Each worker process hosts up to `slots` live episodes (`campaign/slots.py`), builds its
+simulators lazily (EGL contexts do not survive a fork) and reuses them across the
+episodes of a task. The parent never imports the simulator; it hands out work by task,
+collects results and keeps the books.
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import multiprocessing as mp
 import os
 import queue
@@ -22,13 +23,13 @@ from typing import Any
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
+from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
-from mailroom.orchestrator.perf.process_memory import peak_rss_mb
 from mailroom.orchestrator.results.documents import EpisodeResult
-from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
+from mailroom.orchestrator.sim.base import SimulatorFactory
 
 WORK_POLL_S = 0.5
 
@@ -43,8 +44,12 @@ class LaunchConfig:
     # starts); None: external actors, handed launch messages.
     launcher: ProcessLauncher | None
     limits: ActorLimits = field(default_factory=ActorLimits)
-    # Builds each worker's simulator; None: LIBERO (imported in the worker alone).
+    # Builds each worker's simulators; None: LIBERO (imported in the worker alone).
     simulator: SimulatorFactory | None = None
+    # Live episodes per worker, and what memory their admission keeps free.
+    slots: int = 1
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    workers: int = 1
 
 
 @dataclass(frozen=True)
@@ -112,58 +117,32 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds: the actor is stopped, the env closed
 
 
-def _forward_launch(report_q: Any, item: Work, text: str) -> None:
-    report_q.put(("launch_message", item.case.case_id, item.attempt, text))
+def _next_group(work_q: Any, block: bool) -> list[Work] | None:
+    """The next task's work for this worker: [] if none is queued now, None at the end."""
+    try:
+        group: list[Work] | None = work_q.get() if block else work_q.get_nowait()
+    except queue.Empty:
+        return []
+    return group
 
 
 def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
     die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    from mailroom.orchestrator.catalog.frozen import reference_horizon
-    from mailroom.orchestrator.episode.blinded import run_blinded_episode
+    from mailroom.orchestrator.campaign.slots import LiveEpisodes
 
     open_simulator = config.simulator
     if open_simulator is None:
         from mailroom.orchestrator.sim.libero import open_libero
 
         open_simulator = open_libero
-
-    settings = config.settings
-    adapter: Simulator | None = None
-    launcher = config.launcher
-    try:
-        while True:
-            group = work_q.get()
-            if group is None:
-                return
-            for item in group:
-                report_q.put(("started", item.case.case_id, item.attempt))
-                cap = settings.control_cap(reference_horizon(item.case.suite).controls)
-                if adapter is None:
-                    adapter = open_simulator(control_cap=cap, proprio=settings.proprio)
-                adapter.set_control_cap(cap)
-                try:
-                    result = run_blinded_episode(
-                        item.case,
-                        attempt=item.attempt,
-                        settings=settings,
-                        adapter=adapter,
-                        run_dir=config.run_dir,
-                        mailbox_root=config.mailbox_root,
-                        launch_actor=launcher,
-                        record=config.record,
-                        limits=config.limits,
-                        on_launch_message=functools.partial(_forward_launch, report_q, item),
-                    )
-                except Exception as exc:  # outside the runner's typed handling
-                    report_q.put(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
-                    continue
-                report_q.put(
-                    ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb())
-                )
-    finally:
-        if adapter is not None:
-            adapter.close()
+    episodes = LiveEpisodes(
+        config,
+        open_simulator,
+        report_q.put,
+        Admission(config.memory, workers=config.workers),
+    )
+    episodes.run(lambda block: _next_group(work_q, block))
 
 
 Listener = Callable[[str, tuple[Any, ...]], None]
@@ -192,6 +171,7 @@ def run_work(
     n = max(1, min(workers, len(groups)))
     for _ in range(n):
         work_q.put(None)
+    config = dataclasses.replace(config, workers=n)  # each worker's share of a memory cap
     procs: list[BaseProcess] = [
         ctx.Process(target=_worker_main, args=(config, work_q, report_q, os.getpid()), daemon=False)
         for _ in range(n)

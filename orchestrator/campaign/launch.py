@@ -9,12 +9,13 @@ processes; and every attempt that ended without a result is recorded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
+from mailroom.orchestrator.campaign.admission import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
     LaunchConfig,
     Listener,
@@ -59,6 +60,19 @@ class CampaignRequest:
     confinement: ConfinementSettings
     rerun_errored: bool = False
     simulator: SimulatorFactory | None = None
+    # Live episodes per worker, and the memory their admission keeps free. Neither
+    # changes what an episode records: they are on the launch's event, not the manifest.
+    slots: int = 1
+    memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+
+
+def last_slots(run: RunDirectory) -> int:
+    """The slots per worker of the run's last launch or resume (1 before slots existed)."""
+    for event in reversed(run.events()):
+        if event.get("event") in ("launched", "resumed"):
+            slots = event.get("slots", 1)
+            return slots if isinstance(slots, int) and slots >= 1 else 1
+    return 1
 
 
 def refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
@@ -104,13 +118,23 @@ def run_campaign(
     run = RunDirectory(request.run_dir)
     with run.lock():
         manifest = _manifest(request, run)
+        live = {
+            "slots": request.slots,
+            "memory_margin": request.memory.margin,
+            "max_memory_mb": request.memory.max_memory_mb,
+        }
         if run.exists():
             check_compatible(run.read_manifest(), manifest)
-            run.event("resumed", volatile=manifest["volatile"], rerun_errored=request.rerun_errored)
+            run.event(
+                "resumed",
+                volatile=manifest["volatile"],
+                rerun_errored=request.rerun_errored,
+                **live,
+            )
         else:
             run.write_manifest(manifest)
             run.plan_path.write_bytes(request.plan_bytes)
-            run.event("launched", volatile=manifest["volatile"])
+            run.event("launched", volatile=manifest["volatile"], **live)
         planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
         for seen in planned.interrupted:
             record_interrupted(run, seen.attempt_id, reason=SEEN_THEN_STOPPED)
@@ -128,6 +152,8 @@ def run_campaign(
             launcher=request.launcher,
             limits=request.limits,
             simulator=request.simulator,
+            slots=request.slots,
+            memory=request.memory,
         )
         on_scheduled(len(planned.work))
         outcome = run_work(config, planned.work, request.workers, listener)

@@ -6,9 +6,10 @@ import json
 import secrets
 import shlex
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import click
 from mailroom.mailbox.endpoint import new_mailbox_root
@@ -22,6 +23,11 @@ from mailroom.orchestrator.actors.confinement import (
     settings_of_run,
 )
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launcher
+from mailroom.orchestrator.campaign.admission import (
+    MemoryPolicy,
+    MemoryUnknownError,
+    capacity,
+)
 from mailroom.orchestrator.cli.exits import (
     EXIT_CONFLICT,
     EXIT_INCOMPLETE,
@@ -157,6 +163,8 @@ def _execute(
     rerun_errored: bool,
     as_json: bool,
     confinement: ConfinementSettings,
+    slots: int = 1,
+    memory: MemoryPolicy | None = None,
 ) -> None:
     from mailroom.orchestrator.campaign.launch import (
         CampaignRequest,
@@ -201,7 +209,11 @@ def _execute(
         record=record,
         confinement=confinement,
         rerun_errored=rerun_errored,
+        slots=slots,
+        memory=memory or MemoryPolicy(),
     )
+    if not as_json:
+        _print_capacity(request.memory, workers, slots)
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
         with Progress(
@@ -235,6 +247,67 @@ def _execute(
         print_report(report)
         console.print(f"run directory (private): {run_dir}")
     sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def _print_capacity(policy: MemoryPolicy, workers: int, slots: int) -> None:
+    """Before anything starts: how many live episodes this machine's memory can hold."""
+    try:
+        fits = capacity(policy, workers, slots)
+    except MemoryUnknownError as exc:
+        console.print(f"[yellow]memory unknown:[/yellow] {escape(str(exc))}; one live episode")
+        return
+    cap = "" if policy.max_memory_mb is None else f", capped at {policy.max_memory_mb:.0f} MiB"
+    console.print(
+        f"live episodes: at most {workers * slots} ({workers} worker(s) x {slots} slot(s)); "
+        f"memory holds about {fits.live_episodes} ({fits.usable_mb / 1024:.1f} GiB usable, "
+        f"keeping {policy.margin:.0%} free{cap}; estimated {fits.first_mb / 1024:.1f} GiB "
+        f"for a worker's first simulator, {fits.further_mb / 1024:.1f} GiB for each further)"
+    )
+
+
+def parse_memory_size(text: str) -> float:
+    """`--max-memory`: MiB, or a size with a unit (`900M`, `16G`, `16GiB`)."""
+    units = {"": 1.0, "M": 1.0, "MB": 1.0, "MIB": 1.0, "G": 1024.0, "GB": 1024.0, "GIB": 1024.0}
+    body = text.strip().upper()
+    number = body.rstrip("MGIB")
+    unit = body[len(number) :]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in units or not value > 0:
+        raise click.BadParameter(f"{text!r} is not a memory size such as 900M or 16G")
+    return value * units[unit]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _memory_option(function: F) -> F:
+    return click.option(
+        "--max-memory",
+        "max_memory",
+        type=str,
+        default=None,
+        help="Cap on the memory the workers' live episodes may hold in total (e.g. 16G); "
+        "by default a new live episode starts only while 10% of the machine's memory "
+        "stays available.",
+    )(function)
+
+
+def _slots_option(default: int | None) -> Callable[[F], F]:
+    return click.option(
+        "--slots",
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=default is not None,
+        help="Live episodes per worker: while one actor thinks, the worker serves the "
+        "others (each has its own simulator, endpoint and sandboxed actor).",
+    )
+
+
+def _memory_policy(max_memory: str | None) -> MemoryPolicy:
+    return MemoryPolicy(max_memory_mb=None if max_memory is None else parse_memory_size(max_memory))
 
 
 def _settings_from(options: dict[str, Any]) -> RunSettings:
@@ -333,6 +406,8 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     "the LIBERO package, the run directory or the mailbox root.",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@_slots_option(1)
+@_memory_option
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
 @json_option("Print the report as JSON.")
 def launch(
@@ -344,6 +419,8 @@ def launch(
     confinement: str | None,
     actor_paths: tuple[Path, ...],
     workers: int,
+    slots: int,
+    max_memory: str | None,
     record: RecordMode,
     as_json: bool,
     **options: Any,
@@ -357,6 +434,7 @@ def launch(
     from mailroom.orchestrator.actors.profiles import profile_dir
 
     settings = _settings_from(options)
+    memory = _memory_policy(max_memory)
     declaration = _confinement_declaration(_load_profile(profile))
     if run_dir is None:
         run_dir = profile_dir(profile) / "results" / _new_run_id()
@@ -386,6 +464,8 @@ def launch(
         rerun_errored=False,
         as_json=as_json,
         confinement=resolved,
+        slots=slots,
+        memory=memory,
     )
 
 
@@ -399,16 +479,23 @@ def launch(
 )
 @mailbox_root_option()
 @click.option("--workers", type=click.IntRange(min=1), default=None)
+@_slots_option(None)
+@_memory_option
 @json_option("Print the report as JSON.")
 def resume(
     run_dir: Path,
     rerun_errored: bool,
     mailbox_root: Path | None,
     workers: int | None,
+    slots: int | None,
+    max_memory: str | None,
     as_json: bool,
 ) -> None:
     """Continue RUN_DIR: skip completed cases, run unattempted ones, and record any
-    attempt cut short after its actor saw observations as errored (interrupted)."""
+    attempt cut short after its actor saw observations as errored (interrupted).
+
+    Workers and slots default to the run's last launch or resume."""
+    from mailroom.orchestrator.campaign.launch import last_slots
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
 
     run = RunDirectory(run_dir)
@@ -429,4 +516,6 @@ def resume(
         rerun_errored=rerun_errored,
         as_json=as_json,
         confinement=settings_of_run(manifest),
+        slots=slots or last_slots(run),
+        memory=_memory_policy(max_memory),
     )

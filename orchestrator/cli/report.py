@@ -144,7 +144,7 @@ def report(run_dir: Path, as_json: bool) -> None:
 @json_option()
 def status(run_dir: Path, as_json: bool) -> None:
     """Where a run stands: selected, completed, errored, unattempted (in the report's
-    words), and how many cases run now."""
+    words), and as a launch sees them: live now, queued for a slot, done."""
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.results.reporter import run_status
 

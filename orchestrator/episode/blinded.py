@@ -7,18 +7,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
-from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner, FrameSink
+from mailroom.orchestrator.episode.runner import (
+    EpisodeRequest,
+    EpisodeRunner,
+    EpisodeSteps,
+    FrameSink,
+    drive,
+)
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
-from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed, Transport
+from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from mailroom.orchestrator.transport.policy import Policy, PolicyTransport
 
@@ -93,12 +100,47 @@ def run_blinded_episode(
     record: RecordMode = "full",
     limits: ActorLimits | None = None,
 ) -> EpisodeResult:
-    """Run `case` against a fresh actor through a fresh opaque endpoint.
+    """Run `case` against a fresh actor through a fresh opaque endpoint, alone.
 
     With no launcher, an external actor is handed the launch message by the coordinator
     (`on_launch_message` receives it; it is also kept privately) and the attempt's
     confinement is `external`. `record="full"` adds an MP4 per camera of every executed
     control (cameras then render every control).
+    """
+    return drive(
+        blinded_episode(
+            case,
+            attempt=attempt,
+            settings=settings,
+            adapter=adapter,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            launch_actor=launch_actor,
+            on_launch_message=on_launch_message,
+            record=record,
+            limits=limits,
+        )
+    )
+
+
+def blinded_episode(
+    case: Case,
+    *,
+    attempt: int,
+    settings: RunSettings,
+    adapter: Simulator,
+    run_dir: Path,
+    mailbox_root: Path,
+    launch_actor: ActorLauncher | None,
+    on_launch_message: Callable[[str], None] | None = None,
+    record: RecordMode = "full",
+    limits: ActorLimits | None = None,
+    hub: InboxHub | None = None,
+) -> EpisodeSteps:
+    """`run_blinded_episode` as a generator that yields each wait (see `runner.drive`).
+
+    With a `hub`, the inbox is watched by the hub's one reader rather than a thread of
+    its own: a worker serving several live episodes waits on the hub for all of them.
     """
     confinement = (
         ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
@@ -124,9 +166,10 @@ def run_blinded_episode(
         watch_mode=settings.watch_mode,
         keep_images=record == "full",
         outbox_durability=settings.outbox_durability,
+        hub=hub,
     )
     checks = [scratch_quota(mailbox, limits or ActorLimits())]
-    transport: Transport = ActorGuard(mailbox, lambda: True, checks)
+    transport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
     try:
         if launch_actor is not None and identity is not None:
@@ -135,7 +178,7 @@ def run_blinded_episode(
             transport = ActorGuard(mailbox, actor.alive, checks)
         elif on_launch_message is not None:
             on_launch_message(instructions)
-        result = prepared.runner.run(prepared.request, transport, evidence)
+        result = yield from prepared.runner.steps(prepared.request, transport, evidence)
         if record == "full":
             videos = video.finish()
             evidence.event("videos_written", videos={c: v.document() for c, v in videos.items()})

@@ -7,23 +7,37 @@ is collected once and the survivors are frozen (`gc.freeze`): collections during
 loop look only at objects made since.
 
 Frozen objects are never collected, even once unreachable, so the freeze lasts for the
-policy loop only: the runner thaws the heap when the loop ends, and a simulator that a
+policy loops only: the runner thaws the heap when its loop ends, and a simulator that a
 later start replaces (a new task, or the fresh copy a reset makes) or that is closed
-is collected as it would be without freezing.
+is collected as it would be without freezing. A worker with several live episodes runs
+several loops at once: the heap is thawed when the last of them ends (each new loop
+collects and freezes again, taking in what its start built).
 """
 
 from __future__ import annotations
 
 import gc
 
+_live_loops = 0
+
 
 def settle_heap() -> None:
     """Before a policy loop: collect everything unreachable, then freeze the survivors."""
+    global _live_loops
+    _live_loops += 1
     gc.unfreeze()
     gc.collect()
     gc.freeze()
 
 
 def thaw_heap() -> None:
-    """After a policy loop: everything is collectable again."""
-    gc.unfreeze()
+    """After a policy loop: everything is collectable again once no loop is live."""
+    global _live_loops
+    _live_loops = max(0, _live_loops - 1)
+    if _live_loops == 0:
+        gc.unfreeze()
+
+
+def live_loops() -> int:
+    """Policy loops settled and not yet thawed in this process."""
+    return _live_loops

@@ -15,12 +15,24 @@ from pathlib import Path
 _STATUS = Path("/proc/self/status")
 
 
-def peak_rss_mb() -> float:
-    """This process's own peak resident set, in MiB."""
+def _status_mb(field: str) -> float | None:
     try:
         for line in _STATUS.read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024  # kB
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def rss_mb() -> float:
+    """This process's resident set now, in MiB (0 where /proc cannot say)."""
+    return _status_mb("VmRSS") or 0.0
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident set, in MiB."""
+    peak = _status_mb("VmHWM")
+    if peak is not None:
+        return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

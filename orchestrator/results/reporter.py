@@ -237,7 +237,12 @@ def run_status(run: RunDirectory) -> dict[str, int]:
     )
     totals = tally(counts)
     keys = ("selected", "completed", "errored", "corrupt", "unrecorded", "unattempted")
-    return {key: int(getattr(totals, key)) for key in (*keys, "in_progress")}
+    state = {key: int(getattr(totals, key)) for key in (*keys, "in_progress")}
+    # The same cases as a launch sees them: live now, waiting for a slot, finished.
+    state["live"] = state["in_progress"]
+    state["queued"] = state["unattempted"] - state["in_progress"]
+    state["done"] = state["completed"] + state["errored"]
+    return state
 
 
 def build_report(run_dir: Path) -> Report:

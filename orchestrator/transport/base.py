@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, ProtocolError
@@ -84,11 +84,21 @@ class Transport(Protocol):
     def close(self, last_sequence: int) -> None: ...
 
 
+@runtime_checkable
 class PollableTransport(Transport, Protocol):
     """A transport that can also be asked without waiting (a worker's slots)."""
 
     def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
         """The outcome if one is there now; None: nothing yet."""
+        ...
+
+    def unseen_since(self) -> float | None:
+        """When something arrived that no poll has looked at yet (monotonic), or None."""
+        ...
+
+    @property
+    def recheck_interval(self) -> float:
+        """How often to poll when nothing says something arrived."""
         ...
 
 
@@ -125,6 +135,13 @@ class ActorGuard:
 
     def arrival(self) -> Arrival:
         return self.inner.arrival()
+
+    def unseen_since(self) -> float | None:
+        return self.inner.unseen_since()
+
+    @property
+    def recheck_interval(self) -> float:
+        return min(self.inner.recheck_interval, self.slice_s)
 
     def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
         """`await_decision` without waiting: the same checks, at most every `slice_s`,

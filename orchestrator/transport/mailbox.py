@@ -211,6 +211,13 @@ class MailboxTransport:
     def arrival(self) -> Arrival:
         return self._arrival
 
+    def unseen_since(self) -> float | None:
+        return self.watcher.unseen_since()
+
+    @property
+    def recheck_interval(self) -> float:
+        return self.watcher.recheck_interval
+
     def _decided(self, delivery: Delivery, received: Reception) -> DecisionOutcome:
         watcher = self.watcher
         served = watcher.found_monotonic

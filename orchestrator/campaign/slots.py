@@ -1,0 +1,309 @@
+"""One worker process, up to S live episodes at once, served as their responses arrive.
+
+Each live episode is a generator (`episode.blinded.blinded_episode`) with its own
+simulator, endpoint, sandboxed actor and evidence; it runs until it waits for a
+decision. The worker's one thread does all simulator work (steps, renders,
+publication: the EGL contexts live here) and waits on one `InboxHub` for every inbox,
+with no thread or loop of its own per episode. Responses are served first come first
+served, by when they arrived; a response that waited because the worker was busy with
+another episode records that wait as its queueing delay.
+
+Simulators are kept per task: an idle simulator of the next case's task is reused; a
+new one is built only while `Admission` says memory allows, or else an idle one of
+another task is rebuilt for it. An episode that fails outside the runner's typed
+handling ends alone (reported `crashed`, its simulator discarded); the others go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mailroom.mailbox.inbox_hub import InboxHub
+from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
+from mailroom.orchestrator.catalog.frozen import reference_horizon
+from mailroom.orchestrator.episode.blinded import blinded_episode
+from mailroom.orchestrator.episode.runner import Awaiting, EpisodeSteps
+from mailroom.orchestrator.perf.process_memory import peak_rss_mb, rss_mb
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
+from mailroom.orchestrator.transport.base import PollableTransport, TimedOut
+
+TaskKey = tuple[str, int, int]
+# The longest the worker sleeps with episodes live (a new look at the clock and memory).
+MAX_SLEEP_S = 0.5
+
+
+def task_key(case: Any) -> TaskKey:
+    return (case.suite, case.task_index, case.task_order_index)
+
+
+@dataclass
+class SimulatorPool:
+    """A worker's simulators: idle ones by task, and how many exist."""
+
+    open_simulator: SimulatorFactory
+    proprio: bool
+    idle: dict[TaskKey, list[Simulator]] = field(default_factory=dict)
+    count: int = 0
+
+    def take_idle(self, task: TaskKey) -> Simulator | None:
+        kept = self.idle.get(task)
+        return kept.pop() if kept else None
+
+    def take_any_idle(self) -> Simulator | None:
+        for kept in self.idle.values():
+            if kept:
+                return kept.pop()
+        return None
+
+    def build(self, control_cap: int) -> Simulator:
+        simulator = self.open_simulator(control_cap=control_cap, proprio=self.proprio)
+        self.count += 1
+        return simulator
+
+    def give_back(self, task: TaskKey, simulator: Simulator) -> None:
+        self.idle.setdefault(task, []).append(simulator)
+
+    def discard(self, simulator: Simulator) -> None:
+        self.count -= 1
+        # A simulator that broke may not close cleanly: it is gone anyway.
+        with contextlib.suppress(Exception):
+            simulator.close()
+
+    def close(self) -> None:
+        for kept in self.idle.values():
+            while kept:
+                self.discard(kept.pop())
+
+
+@dataclass
+class LiveEpisode:
+    item: Any  # coordinator.Work
+    steps: EpisodeSteps
+    simulator: Simulator
+    task: TaskKey
+    waiting: Awaiting | None = None
+    deadline: float = 0.0
+    next_look: float = 0.0
+
+    @property
+    def transport(self) -> PollableTransport:
+        assert self.waiting is not None
+        transport = self.waiting.transport
+        if not isinstance(transport, PollableTransport):
+            raise TypeError("a live episode's transport must answer without waiting")
+        return transport
+
+
+Report = Callable[[tuple[Any, ...]], None]
+# Hands out the next group of work items: [] when there is none now (only without
+# blocking), None when there will never be more.
+NextWork = Callable[[bool], "list[Any] | None"]
+
+
+class LiveEpisodes:
+    """The worker's loop over its live episodes (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: Any,  # coordinator.LaunchConfig
+        open_simulator: SimulatorFactory,
+        report: Report,
+        admission: Admission,
+    ) -> None:
+        self.config = config
+        self.settings = config.settings
+        self.slots = max(1, int(config.slots))
+        self.report = report
+        self.admission = admission
+        self.pool = SimulatorPool(open_simulator, config.settings.proprio)
+        self.hub = InboxHub()
+        self.live: list[LiveEpisode] = []
+        self.pending: deque[Any] = deque()
+        self.exhausted = False
+
+    # --- the loop ---------------------------------------------------------------
+
+    def run(self, next_work: NextWork) -> None:
+        try:
+            while True:
+                self._serve()
+                self._admit(next_work)
+                if not self.live:
+                    if self.exhausted and not self.pending:
+                        return
+                    if not self.pending:
+                        self._take(next_work, block=True)
+                    continue
+                now = time.monotonic()
+                wake_at = min(min(e.next_look, e.deadline) for e in self.live)
+                self.hub.wait(min(MAX_SLEEP_S, max(0.0, wake_at - now)))
+        finally:
+            self._abandon_all()
+            self.pool.close()
+            self.hub.close()
+
+    def _take(self, next_work: NextWork, *, block: bool) -> None:
+        if self.exhausted:
+            return
+        group = next_work(block)
+        if group is None:
+            self.exhausted = True
+        else:
+            self.pending.extend(group)
+
+    # --- serving ----------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Look at every inbox something arrived in, earliest arrival first, then at
+        those whose look or deadline is due."""
+        now = time.monotonic()
+        candidates: list[tuple[float, LiveEpisode]] = []
+        for episode in self.live:
+            if episode.waiting is None:
+                continue
+            since = episode.transport.unseen_since()
+            if since is not None:
+                candidates.append((since, episode))
+            elif now >= episode.next_look or now >= episode.deadline:
+                candidates.append((episode.next_look, episode))
+        candidates.sort(key=lambda pair: pair[0])
+        for _, episode in candidates:
+            self._look(episode)
+
+    def _look(self, episode: LiveEpisode) -> None:
+        waiting = episode.waiting
+        assert waiting is not None
+        transport = episode.transport
+        outcome = transport.poll_decision(waiting.delivery, waiting.limits)
+        now = time.monotonic()
+        if outcome is None:
+            if now < episode.deadline:
+                episode.next_look = now + transport.recheck_interval
+                return
+            outcome = TimedOut(waited_s=waiting.timeout_s)
+        self._advance(episode, outcome)
+
+    def _advance(self, episode: LiveEpisode, outcome: Any) -> None:
+        try:
+            waiting = episode.steps.send(outcome)
+        except StopIteration as finished:
+            self._finish(episode, finished.value)
+        except Exception as exc:  # outside the runner's typed handling: this one alone
+            self._crash(episode, exc)
+        else:
+            self._wait(episode, waiting)
+
+    def _wait(self, episode: LiveEpisode, waiting: Awaiting) -> None:
+        now = time.monotonic()
+        episode.waiting = waiting
+        episode.deadline = now + waiting.timeout_s
+        episode.next_look = now + episode.transport.recheck_interval
+
+    # --- starting and ending ------------------------------------------------------
+
+    def _admit(self, next_work: NextWork) -> None:
+        while len(self.live) < self.slots:
+            if not self.pending:
+                self._take(next_work, block=False)
+                if not self.pending:
+                    return
+            item = self.pending[0]
+            simulator = self._simulator_for(item)
+            if simulator is None:
+                return  # memory is short: wait for a live episode to end
+            self.pending.popleft()
+            self._start(item, simulator)
+            if any(e.transport.unseen_since() is not None for e in self.live if e.waiting):
+                return  # serve what arrived meanwhile before starting another
+
+    def _simulator_for(self, item: Any) -> tuple[Simulator, bool] | None:
+        task = task_key(item.case)
+        reused = self.pool.take_idle(task)
+        if reused is not None:
+            return reused, False
+        if self._memory_allows():
+            return self.pool.build(self._control_cap(item)), True
+        other = self.pool.take_any_idle()  # rebuilt for this task: no memory added
+        if other is not None:
+            return other, False
+        if not self.live:  # nothing live can free memory: one episode always runs
+            return self.pool.build(self._control_cap(item)), True
+        return None
+
+    def _memory_allows(self) -> bool:
+        try:
+            memory = machine_memory()
+        except MemoryUnknownError:
+            return False  # nothing to go by: no more than what is live already
+        return self.admission.admits_new_simulator(self.pool.count, rss_mb(), memory)
+
+    def _control_cap(self, item: Any) -> int:
+        cap: int = self.settings.control_cap(reference_horizon(item.case.suite).controls)
+        return cap
+
+    def _start(self, item: Any, chosen: tuple[Simulator, bool]) -> None:
+        simulator, built = chosen
+        config = self.config
+        self.report(("started", item.case.case_id, item.attempt))
+        simulator.set_control_cap(self._control_cap(item))
+        before, simulators_before = rss_mb(), self.pool.count - (1 if built else 0)
+        steps = blinded_episode(
+            item.case,
+            attempt=item.attempt,
+            settings=self.settings,
+            adapter=simulator,
+            run_dir=config.run_dir,
+            mailbox_root=config.mailbox_root,
+            launch_actor=config.launcher,
+            record=config.record,
+            limits=config.limits,
+            on_launch_message=functools.partial(self._forward_launch, item),
+            hub=self.hub,
+        )
+        episode = LiveEpisode(item, steps, simulator, task_key(item.case))
+        self.live.append(episode)
+        try:
+            waiting = next(steps)
+        except StopIteration as finished:
+            self._finish(episode, finished.value)
+        except Exception as exc:
+            self._crash(episode, exc)
+        else:
+            self._wait(episode, waiting)
+        if built:
+            self.admission.record(simulators_before, rss_mb() - before)
+
+    def _forward_launch(self, item: Any, text: str) -> None:
+        self.report(("launch_message", item.case.case_id, item.attempt, text))
+
+    def _finish(self, episode: LiveEpisode, result: EpisodeResult) -> None:
+        self.live.remove(episode)
+        broken = any(e.code == "simulator_exception" for e in result.errors)
+        if broken:
+            self.pool.discard(episode.simulator)  # its state is unknown: build anew
+        else:
+            self.pool.give_back(episode.task, episode.simulator)
+        item = episode.item
+        self.report(("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb()))
+
+    def _crash(self, episode: LiveEpisode, exc: Exception) -> None:
+        self.live.remove(episode)
+        self.pool.discard(episode.simulator)
+        item = episode.item
+        self.report(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
+
+    def _abandon_all(self) -> None:
+        """The worker is ending (a signal): each live episode unwinds its own clean-up
+        (actor stopped, closed notice, evidence closed) and writes no result."""
+        for episode in list(self.live):
+            with contextlib.suppress(Exception):
+                episode.steps.close()
+            self.live.remove(episode)
+            self.pool.discard(episode.simulator)
