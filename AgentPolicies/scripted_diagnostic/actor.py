@@ -4,7 +4,10 @@
 Infrastructure evidence only, never a capability score. Standard library only, and it
 touches nothing but the endpoint it is given, exactly like an external actor would.
 
-Usage: actor.py ENDPOINT [--chunks N]
+Usage: actor.py ENDPOINT [--chunks N] [--think SECONDS]
+
+`--think` waits that long before each answer, as a slow actor (an LLM agent takes
+10-100 s a decision) would: for measuring and testing many live episodes at once.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("endpoint", type=Path)
     parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--think", type=float, default=0.0)
     args = parser.parse_args(argv)
     endpoint: Path = args.endpoint
     sequence = 1
@@ -70,6 +74,8 @@ def main(argv: list[str]) -> int:
             "request_id": observation["request_id"],
             **decide(sequence, args.chunks, int(spec["max_chunk"])),
         }
+        if args.think > 0:
+            time.sleep(args.think)
         write_atomically(endpoint / str(observation["response_file"]), response)
         if response["decision"] == "stop":
             return 0

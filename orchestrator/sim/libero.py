@@ -43,6 +43,7 @@ from mailroom.orchestrator.sim.headless import (
     configure_headless_rendering,
     simulator_chatter_to_stderr,
 )
+from mailroom.orchestrator.sim.memory import drop_pages, trim_heap
 
 configure_headless_rendering()
 
@@ -155,14 +156,46 @@ def _rebind_render_context(context: Any, sim: Any) -> None:
     sim._render_context_offscreen = context
 
 
+class _PristineModels:
+    """The compiled model of each scene XML in use, one per process, shared by every
+    adapter whose env shows that scene (a worker with several live episodes of one task
+    holds one, not one each: ~250 MB a scene). Counted: dropped when no adapter uses it.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[str, tuple[Any, int]] = {}
+        self.compiled = 0
+
+    def take(self, key: str, xml: str) -> Any:
+        import mujoco
+
+        model, users = self._models.get(key, (None, 0))
+        if model is None:
+            model = mujoco.MjModel.from_xml_string(xml)
+            self.compiled += 1
+        self._models[key] = (model, users + 1)
+        return model
+
+    def release(self, key: str) -> None:
+        model, users = self._models.get(key, (None, 0))
+        if users <= 1:
+            self._models.pop(key, None)
+        else:
+            self._models[key] = (model, users - 1)
+
+
+_PRISTINE = _PristineModels()
+
+
 class _SceneCache:
     """What a hard `reset()` rebuilds that the same scene XML always rebuilds the same.
 
     A reset compiles the scene XML (~1 s here) and uploads it to a new render context
     (~1.5 s), every episode; with a plan's fixed seed the XML of one task repeats. Each
-    XML is compiled once and the simulator gets a fresh copy (the pristine model is
-    never handed out, so an episode cannot change the next one's); a render context
-    built for a copy of that same model is handed on to the next simulator.
+    XML is compiled once per process (`_PristineModels`) and the simulator gets a fresh
+    copy (the pristine model is never handed out, so an episode cannot change the next
+    one's); a render context built for a copy of that same model is handed on to the
+    next simulator.
     """
 
     def __init__(self) -> None:
@@ -172,13 +205,16 @@ class _SceneCache:
         self.compiled = 0
         self.contexts_reused = 0
 
+    def release(self) -> None:
+        if self._key:
+            _PRISTINE.release(self._key)
+        self._key, self._model = "", None
+
     def new_env(self) -> None:
         """A newly built env's render context was not built here: never hand it on."""
         self._context_key = ""
 
     def _sim_for(self, sim_class: Any, xml: str, kept: list[Any], context_key: str) -> Any:
-        import mujoco
-
         key = hashlib.sha256(xml.encode("utf-8")).hexdigest()
         # A context that is not handed on must be gone before robosuite builds the new
         # one: freeing a context releases whichever GL context is current.
@@ -186,8 +222,10 @@ class _SceneCache:
         if key != context_key:
             context = None  # the last reference: freed here
         if key != self._key:
-            self._model, self._key = mujoco.MjModel.from_xml_string(xml), key
-            self.compiled += 1
+            before = _PRISTINE.compiled
+            self.release()
+            self._model, self._key = _PRISTINE.take(key, xml), key
+            self.compiled += _PRISTINE.compiled - before
         sim = sim_class(copy.copy(self._model))
         if context is not None:
             _rebind_render_context(context, sim)
@@ -263,7 +301,7 @@ class LiberoAdapter:
         return self.control_cap + SETTLING_CONTROLS + 10
 
     def _build(self, identity: TaskIdentity) -> None:
-        self.close()
+        self._close_env()  # the scene's compiled model stays: the next task may share it
         with simulator_chatter_to_stderr():
             from libero.libero.envs import OffScreenRenderEnv
 
@@ -302,6 +340,18 @@ class LiberoAdapter:
 
     def _set_render(self, on: bool) -> None:
         self._gate.open = on or self.record_frames
+
+    def _make_current(self) -> None:
+        """robosuite renders into whichever GL context is current and never makes its
+        own current: with several envs in one process (a worker's live episodes), each
+        env's must be made current before it renders, or it draws with another's."""
+        self._env.env.sim._render_context_offscreen.gl_ctx.make_current()
+
+    def _give_back_memory(self) -> None:
+        """After a reset: the simulator's model copy keeps texture data that its render
+        context already holds (never read again), and the reset left freed heap."""
+        drop_pages(self._env.env.sim.model._model.tex_data)
+        trim_heap()
 
     @property
     def scene_compilations(self) -> int:
@@ -349,6 +399,8 @@ class LiberoAdapter:
                 self._gate.open = False
                 with self._scenes.reset_of(env.env):
                     env.reset()
+                self._give_back_memory()
+                self._make_current()
                 env.set_init_state(state)
                 settled_success = False
                 obs: dict[str, Any] = {}
@@ -377,6 +429,8 @@ class LiberoAdapter:
             raise ValueError("the adapter only executes validated 7-D finite actions")
         try:
             self._set_render(observe)
+            if self._gate.open:
+                self._make_current()
             with CLOCK.phase("control_step"):
                 obs, _reward, done, _info = self._env.step(vector)
         except Exception as exc:
@@ -399,13 +453,19 @@ class LiberoAdapter:
     def sim_state(self) -> npt.NDArray[np.float64]:
         return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
 
-    def close(self) -> None:
+    def _close_env(self) -> None:
         if self._env is not None:
             try:
                 self._env.close()
             finally:
                 self._env = None
                 self._env_key = None
+
+    def close(self) -> None:
+        try:
+            self._close_env()
+        finally:
+            self._scenes.release()
 
 
 def open_libero(*, control_cap: int, proprio: bool) -> LiberoAdapter:
