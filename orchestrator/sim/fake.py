@@ -11,6 +11,7 @@ control number), never by itself.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -71,7 +72,9 @@ class FakeSimulator:
 
     `frames`, when given, replaces the synthetic capture (a benchmark hands over one
     prepared capture to measure the orchestrator alone); `succeed_at` makes native
-    success true from that executed control on (1-based), for tests of success paths.
+    success true from that executed control on (1-based), for tests of success paths;
+    `step_s` holds each control that long, standing for physics and rendering (a test
+    of serving several live episodes needs a simulator that keeps the worker busy).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class FakeSimulator:
         frames: Callable[[], Capture] | None = None,
         succeed_at: int | None = None,
         image_size: int = IMAGE_SIZE,
+        step_s: float = 0.0,
     ) -> None:
         self.control_cap = control_cap
         self.proprio = proprio
@@ -91,6 +95,7 @@ class FakeSimulator:
         self._image_size = image_size
         self._controls = 0
         self._seed = 0
+        self._step_s = step_s
 
     def _capture(self) -> Capture:
         if self._frames is not None:
@@ -120,6 +125,8 @@ class FakeSimulator:
         )
 
     def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        if self._step_s > 0:
+            time.sleep(self._step_s)
         self._controls += 1
         success = self._succeed_at is not None and self._controls >= self._succeed_at
         capture = self._capture() if observe or self.record_frames else None

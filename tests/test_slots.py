@@ -1,0 +1,209 @@
+"""A worker with several live episodes: real endpoints watched by the real loop, real
+sandboxed actors, the campaign's own path; the simulator is the simulator-free fake
+(these tests are about serving, timing and isolation, not physics).
+
+The same on the real simulator, byte for byte against solo runs: test_slots_sim.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conftest import actor_started_events, sandbox_processes_left
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.profiles import profile_dir
+from mailroom.orchestrator.actors.sandbox import leftover_processes
+from mailroom.orchestrator.campaign.coordinator import WorkOutcome
+from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
+from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.sim.base import (
+    ControlOutcome,
+    EpisodeStart,
+    SimulatorError,
+    TaskIdentity,
+)
+from mailroom.orchestrator.sim.fake import FakeSimulator
+
+PROFILE = "scripted_diagnostic"
+TASKS = [0, 1, 2]
+
+
+class FailingSimulator(FakeSimulator):
+    """Task 1's simulator raises a typed simulator error at its 3rd control; task 2's
+    start fails with an error nobody typed (a bug); task 0 runs normally."""
+
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        self.task_index = identity.task_index
+        if identity.task_index == 2:
+            raise RuntimeError("an untyped failure while starting")
+        return super().start_episode(identity, init_state_index, seed)
+
+    def step(self, action: Sequence[float], *, observe: bool) -> ControlOutcome:
+        outcome = super().step(action, observe=observe)
+        if self.task_index == 1 and self._controls == 3:
+            raise SimulatorError("the physics diverged")
+        return outcome
+
+
+def _launch(
+    run_dir: Path,
+    mailbox_root: Path,
+    *,
+    slots: int,
+    simulator: Any,
+    think_s: float = 0.0,
+    max_policy_calls: int = 4,
+) -> WorkOutcome:
+    plan = build_plan("task_coverage", suite="libero_10", task_ids=TASKS)
+    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
+    actor = ["{python}", str(profile_dir(PROFILE) / "actor.py"), "{endpoint}"]
+    actor += ["--chunks", "3", "--think", str(think_s)]
+    limits = ActorLimits.model_validate(declaration["limits"])
+    confinement = ConfinementSettings(mode="sandbox")
+    run_dir.mkdir(mode=0o700)
+    request = CampaignRequest(
+        run_dir=run_dir,
+        plan=plan,
+        plan_bytes=render_plan(plan),
+        profile=PROFILE,
+        declaration=declaration,
+        settings=RunSettings(
+            max_policy_calls=max_policy_calls, replan_interval=5, response_timeout_s=60.0
+        ),
+        actor_command=actor,
+        launcher=profile_launcher(
+            actor,
+            profile=PROFILE,
+            confinement=confinement,
+            limits=limits,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+        ),
+        limits=limits,
+        mailbox_root=mailbox_root,
+        workers=1,
+        record="minimal",
+        confinement=confinement,
+        simulator=simulator,
+        slots=slots,
+    )
+    return run_campaign(request, lambda *_: None, lambda _: None)
+
+
+def _events(run_dir: Path, attempt_id: str) -> list[dict[str, Any]]:
+    log = run_dir / "episodes" / attempt_id / "events.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
+    return {
+        p.parent.name: json.loads(p.read_text())
+        for p in sorted(run_dir.glob("episodes/*/result.json"))
+    }
+
+
+def test_live_episodes_overlap_and_a_wait_behind_another_is_queueing_delay(
+    tmp_path: Path, mailbox_root: Path
+) -> None:
+    # Instant actors, a simulator that holds the worker 0.1 s per control (0.5 s per
+    # decision): while one response is served, the others' wait in the queue.
+    run_dir = tmp_path / "run"
+    outcome = _launch(
+        run_dir, mailbox_root, slots=3, simulator=functools.partial(FakeSimulator, step_s=0.1)
+    )
+    assert outcome.lost == [] and outcome.unrecorded == []
+    results = _results(run_dir)
+    assert len(results) == 3
+    starts, ends = [], []
+    for attempt_id, result in results.items():
+        assert result["schema"] == "mailroom.episode_result/v3"
+        assert (result["outcome"], result["termination"]) == ("failure", "actor_stop")
+        calls = result["counters"]["policy_calls"]
+        assert calls == 4  # three chunks, then stop
+        events = _events(run_dir, attempt_id)
+        served = [e for e in events if e["event"] == "decision_served"]
+        # One timing record per policy call; the result's totals are their sums.
+        assert [e["sequence"] for e in served] == list(range(1, calls + 1))
+        assert result["queue_delay"]["samples"] == calls
+        total = sum(e["queue_delay_ms"] for e in served)
+        assert abs(result["queue_delay"]["total_ms"] - total) < 0.01 * calls
+        # Every decision followed by an observation has a processing time: the
+        # simulator's 0.5 s is in it, not in the actor's latency or the queue.
+        processing = [e["processing_ms"] for e in served]
+        assert processing[-1] is None and all(p >= 450 for p in processing[:-1])
+        assert result["processing"]["samples"] == calls - 1
+        starts.append(min(e["t"] for e in events if e["event"] == "observation_published"))
+        ends.append(max(e["t"] for e in events if e["event"] == "episode_finished"))
+    # Live at once: every episode had published before any of them finished.
+    assert max(starts) < min(ends)
+    delays = [r["queue_delay"]["max_ms"] for r in results.values()]
+    assert max(delays) >= 200, delays  # an answer waited while another was served
+    assert sandbox_processes_left(run_dir) == []
+
+
+def test_a_failure_in_one_live_episode_ends_that_episode_only(
+    tmp_path: Path, mailbox_root: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    outcome = _launch(
+        run_dir,
+        mailbox_root,
+        slots=3,
+        simulator=functools.partial(FailingSimulator, step_s=0.02),
+        think_s=0.3,
+    )
+    assert outcome.unrecorded == []
+    results = _results(run_dir)
+    by_task = {r["case"]["task_index"]: r for r in results.values()}
+    assert by_task[0]["outcome"] == "failure" and by_task[0]["errors"] == []
+    typed = by_task[1]
+    assert (typed["outcome"], typed["termination"]) == ("error", "infrastructure_error")
+    assert typed["errors"][0]["code"] == "simulator_exception"
+    # The untyped failure is reported as lost and recorded, never silently dropped.
+    [(case_id, attempt, reason)] = outcome.lost
+    assert "RuntimeError" in reason
+    assert by_task[2]["attempt_id"] == f"{case_id}-a{attempt}"
+    assert by_task[2]["outcome"] == "error"
+    assert by_task[2]["errors"][0]["code"] == "worker_lost"
+    assert sandbox_processes_left(run_dir) == []
+
+
+def test_an_actor_killed_mid_run_fails_its_episode_and_the_others_go_on(
+    tmp_path: Path, mailbox_root: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    outcomes: list[WorkOutcome] = []
+    launch = threading.Thread(
+        target=lambda: outcomes.append(
+            _launch(run_dir, mailbox_root, slots=3, simulator=FakeSimulator, think_s=1.0)
+        )
+    )
+    launch.start()
+    deadline = time.monotonic() + 60
+    while len(actor_started_events(run_dir)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    started = actor_started_events(run_dir)
+    assert len(started) == 3
+    victim = started[1]["confinement"]["outer_uid"]
+    for pid in leftover_processes(victim):
+        os.kill(pid, signal.SIGKILL)
+    launch.join(timeout=120)
+    assert not launch.is_alive() and outcomes[0].lost == []
+    results = _results(run_dir)
+    failed = [r for r in results.values() if r["outcome"] == "error"]
+    assert len(failed) == 1 and failed[0]["errors"][0]["code"] == "actor_exited"
+    others = [r for r in results.values() if r["outcome"] != "error"]
+    assert len(others) == 2 and all(r["termination"] == "actor_stop" for r in others)
+    assert sandbox_processes_left(run_dir) == []
