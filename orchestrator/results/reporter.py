@@ -232,15 +232,19 @@ def run_status(run: RunDirectory) -> dict[str, int]:
     """`mailroom status`: the plan's cases in the report's words, without reading the
     manifest's profile (a run whose launch is still starting has a plan already)."""
     cases = parse_plan(run.plan_path.read_bytes(), check_catalog=False).to_cases()
-    counts = case_counts(
-        cases, latest_results(run), disclosed_attempts(run), run_in_use=run.in_use()
-    )
+    in_use = run.in_use()
+    counts = case_counts(cases, latest_results(run), disclosed_attempts(run), run_in_use=in_use)
     totals = tally(counts)
     keys = ("selected", "completed", "errored", "corrupt", "unrecorded", "unattempted")
     state = {key: int(getattr(totals, key)) for key in (*keys, "in_progress")}
-    # The same cases as a launch sees them: live now, waiting for a slot, finished.
-    state["live"] = state["in_progress"]
-    state["queued"] = state["unattempted"] - state["in_progress"]
+    # The same cases as a launch sees them: live now (started, shown or not yet),
+    # queued for a slot, done (a result, errored included).
+    newest = {record.case_id: record for record in run.attempts()}
+    live = 0
+    if in_use:
+        live = sum(1 for c in cases if c.case_id in newest and newest[c.case_id].result is None)
+    state["live"] = min(live, state["unattempted"])
+    state["queued"] = state["unattempted"] - state["live"]
     state["done"] = state["completed"] + state["errored"]
     return state
 

@@ -1,0 +1,213 @@
+"""Live episodes on the real simulator.
+
+- Same bytes: four episodes of two tasks live at once in one worker deliver exactly the
+  images, states and outcomes that each delivers alone.
+- `mailroom launch --slots 4` runs the development plan with four live at once; an actor
+  killed mid-run fails its episode only.
+- A launch killed with several live episodes records each as interrupted, and
+  `resume` completes the run without re-running them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import (
+    actor_started_events,
+    launch_command,
+    mailroom_exe,
+    sandbox_processes_left,
+)
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.profiles import profile_dir
+from mailroom.orchestrator.actors.sandbox import leftover_processes
+from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+
+pytestmark = pytest.mark.sim
+
+PROFILE = "scripted_diagnostic"
+ACTOR = str(profile_dir(PROFILE) / "actor.py")
+CASES = [
+    Case(suite=suite, task_index=0, init_state_index=state, seed=20260907)
+    for suite in ("libero_spatial", "libero_goal")
+    for state in (0, 1)
+]
+
+
+def _run(run_dir: Path, mailbox_root: Path, *, slots: int, think_s: float) -> None:
+    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
+    limits = ActorLimits.model_validate(declaration["limits"])
+    confinement = ConfinementSettings(mode="sandbox")
+    actor = ["{python}", ACTOR, "{endpoint}", "--chunks", "3", "--think", str(think_s)]
+    run_dir.mkdir(mode=0o700)
+    config = LaunchConfig(
+        run_dir=run_dir,
+        mailbox_root=mailbox_root,
+        settings=RunSettings(
+            max_policy_calls=4, replan_interval=5, response_timeout_s=120.0, proprio=True
+        ),
+        record="minimal",
+        launcher=profile_launcher(
+            actor,
+            profile=PROFILE,
+            confinement=confinement,
+            limits=limits,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+        ),
+        limits=limits,
+        slots=slots,
+    )
+    outcome = run_work(config, [Work(case, 1) for case in CASES], 1, lambda *_: None)
+    assert outcome.lost == [] and outcome.unrecorded == []
+    assert sandbox_processes_left(run_dir) == []
+
+
+def _events(episode: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (episode / "events.jsonl").read_text().splitlines()]
+
+
+def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
+    """What the episode showed and did, without times and random tokens."""
+    episode = run_dir / "episodes" / case.attempt_id(1)
+    result = json.loads((episode / "result.json").read_text())
+    events = _events(episode)
+    return {
+        "images": [e["image_sha256"] for e in events if e["event"] == "observation_published"],
+        "steps": (episode / "steps.jsonl").read_text(),
+        "outcome": (result["outcome"], result["termination"], result["truncation"]),
+        "counters": result["counters"],
+        "state": result["case"]["state_sha256"],
+    }
+
+
+def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
+    tmp_path: Path, module_mailbox_root: Path
+) -> None:
+    solo, together = tmp_path / "solo", tmp_path / "together"
+    _run(solo, module_mailbox_root, slots=1, think_s=0.0)
+    _run(together, module_mailbox_root, slots=4, think_s=6.0)
+    firsts, ends = [], []
+    for case in CASES:
+        events = _events(together / "episodes" / case.attempt_id(1))
+        firsts.append(min(e["t"] for e in events if e["event"] == "observation_published"))
+        ends.append(max(e["t"] for e in events if e["event"] == "episode_finished"))
+    assert max(firsts) < min(ends), "the four episodes were not live at once"
+    for case in CASES:
+        alone, among = _delivered(solo, case), _delivered(together, case)
+        assert len(alone["images"]) == 4 and alone["steps"]
+        assert among == alone, case.case_id
+    # Each delivered image is a real render: the two initial states differ.
+    first = [_delivered(solo, c)["images"][0] for c in CASES]
+    assert len({json.dumps(x, sort_keys=True) for x in first}) == 4
+
+
+def _status(run_dir: Path) -> dict[str, int]:
+    done = subprocess.run(
+        [mailroom_exe(), "status", str(run_dir), "--json"], capture_output=True, text=True
+    )
+    state: dict[str, int] = json.loads(done.stdout)
+    return state
+
+
+def _wait_for_actors(run_dir: Path, n: int, timeout_s: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        started = actor_started_events(run_dir)
+        if len(started) >= n:
+            return started
+        time.sleep(0.2)
+    raise AssertionError(f"{n} actors did not start within {timeout_s} s")
+
+
+def _plan(tmp: Path) -> Path:
+    out = tmp / "dev.json"
+    subprocess.run(
+        [mailroom_exe(), "plan", "--kind", "development", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def test_slots_run_the_development_plan_and_a_killed_actor_fails_its_episode_only(
+    tmp_path: Path, module_mailbox_root: Path
+) -> None:
+    run_dir, mailbox = tmp_path / "run", module_mailbox_root / "dev"
+    actor = f"python3 {ACTOR} {{endpoint}} --chunks 2 --think 8"
+    command = launch_command(_plan(tmp_path), run_dir, mailbox, actor, "--slots", "4")
+    launch = subprocess.Popen(
+        [*command, "--max-policy-calls", "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = _wait_for_actors(run_dir, 4, 300)
+    state = _status(run_dir)
+    # Four live (the fifth waits for a slot) until the first of them ends.
+    assert (state["live"], state["queued"], state["done"]) == (4, 1, 0), state
+    victim = started[1]
+    for pid in leftover_processes(victim["confinement"]["outer_uid"]):
+        os.kill(pid, signal.SIGKILL)
+    _, err = launch.communicate(timeout=600)
+    assert launch.returncode == 0, err[-3000:]
+    assert "live episodes: at most 4 (1 worker(s) x 4 slot(s))" in " ".join(err.split())
+    results = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/result.json"))]
+    assert len(results) == 5
+    failed = [r for r in results if r["outcome"] == "error"]
+    assert len(failed) == 1 and failed[0]["errors"][0]["code"] == "actor_exited"
+    assert all(r["termination"] == "actor_stop" for r in results if r["outcome"] != "error")
+    assert _status(run_dir)["done"] == 5
+    assert sandbox_processes_left(run_dir) == []
+
+
+def test_a_launch_killed_with_three_live_episodes_records_each_and_resume_completes(
+    tmp_path: Path, module_mailbox_root: Path
+) -> None:
+    run_dir, mailbox = tmp_path / "run", module_mailbox_root / "killed"
+    plan = tmp_path / "plan.json"
+    subprocess.run(
+        [mailroom_exe(), "plan", "--kind", "fast", "--task-ids", "0,1,2", "--out", str(plan)],
+        check=True,
+        capture_output=True,
+    )
+    actor = f"python3 {ACTOR} {{endpoint}} --think 600"
+    launch = subprocess.Popen(
+        launch_command(plan, run_dir, mailbox, actor, "--slots", "3", "--record", "minimal"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    _wait_for_actors(run_dir, 3, 300)
+    deadline = time.monotonic() + 120
+    while _status(run_dir)["live"] < 3 or not all(
+        (run_dir / "episodes" / d / "observations" / "obs-1.json").exists()
+        for d in os.listdir(run_dir / "episodes")
+    ):
+        assert time.monotonic() < deadline, "three observations were not published"
+        time.sleep(0.2)
+    os.killpg(launch.pid, signal.SIGKILL)
+    launch.wait(timeout=30)
+    assert sandbox_processes_left(run_dir, timeout_s=30) == []
+    resumed = subprocess.run(
+        [mailroom_exe(), "resume", str(run_dir), "--mailbox-root", str(mailbox), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    results = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/result.json"))]
+    assert len(results) == 3  # each attempt recorded once, none re-run
+    assert all(r["errors"][0]["kind"] == "interrupted" for r in results)
+    report = json.loads(resumed.stdout)
+    assert report["overall"]["errored"] == 3 and report["overall"]["unattempted"] == 0
