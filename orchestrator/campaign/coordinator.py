@@ -104,13 +104,25 @@ def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = 
     return Schedule(work, done, interrupted, restarted)
 
 
-def group_by_task(work: Sequence[Work]) -> list[list[Work]]:
-    """Consecutive episodes of one task share a simulator; groups keep plan order."""
-    groups: dict[tuple[str, int, int], list[Work]] = {}
+def group_by_task(work: Sequence[Work], at_least: int = 1) -> list[list[Work]]:
+    """Consecutive episodes of one task share a simulator; groups keep plan order.
+
+    With fewer tasks than `at_least` (the workers), the largest groups are halved until
+    every worker has one, or every group is a single episode.
+    """
+    by_task: dict[tuple[str, int, int], list[Work]] = {}
     for item in work:
         key = (item.case.suite, item.case.task_index, item.case.task_order_index)
-        groups.setdefault(key, []).append(item)
-    return list(groups.values())
+        by_task.setdefault(key, []).append(item)
+    groups = list(by_task.values())
+    while len(groups) < at_least:
+        largest = max(range(len(groups)), key=lambda i: len(groups[i]), default=None)
+        if largest is None or len(groups[largest]) < 2:
+            break
+        group = groups[largest]
+        half = (len(group) + 1) // 2
+        groups[largest : largest + 1] = [group[:half], group[half:]]
+    return groups
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -165,7 +177,7 @@ def run_work(
     ctx = mp.get_context("spawn")
     work_q = ctx.Queue()
     report_q = ctx.Queue()
-    groups = group_by_task(work)
+    groups = group_by_task(work, at_least=workers)
     for group in groups:
         work_q.put(group)
     n = max(1, min(workers, len(groups)))

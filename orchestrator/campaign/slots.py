@@ -278,7 +278,19 @@ class LiveEpisodes:
         else:
             self._wait(episode, waiting)
         if built:
-            self.admission.record(simulators_before, rss_mb() - before)
+            after = rss_mb()
+            self.admission.record(simulators_before, after - before)
+            item = episode.item
+            self.report(
+                (
+                    "simulator_built",
+                    item.case.case_id,
+                    item.attempt,
+                    after - before,
+                    simulators_before,
+                    after,
+                )
+            )
 
     def _forward_launch(self, item: Any, text: str) -> None:
         self.report(("launch_message", item.case.case_id, item.attempt, text))

@@ -12,7 +12,11 @@ from mailroom.orchestrator.cli.options import console, json_option
 from rich.table import Table
 
 TARGETS = {
-    "overhead_ms_p50": ("<=", 5.0),
+    "slow_actor_episodes_per_hour_ratio": (">=", 2.5),
+    "mb_per_live_episode": ("<=", 900.0),
+    "queue_delay_ms_p95": ("<=", 1000.0),
+    "live_episodes_reached": (">=", 16.0),
+    "overhead_share_of_cycle": ("<=", 0.04),
     "detect_ms_p50_inotify": ("<=", 2.0),
     "speedup_vs_render_every_control": (">=", 3.0),
     "workers_2_over_1": (">=", 1.7),
@@ -50,11 +54,46 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Directory to hold the benchmark's mailboxes, as `launch --mailbox-root` would "
     "(default: the system's temporary directory).",
 )
+@click.option(
+    "--think",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Slow-actor section: seconds the actor thinks per decision.",
+)
+@click.option(
+    "--short-think",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="The same at a short think time, where the cores bind instead of memory.",
+)
+@click.option(
+    "--slow-episodes",
+    type=click.IntRange(min=4),
+    default=None,
+    help="Episodes of each slow-actor run (default: three times what memory holds live).",
+)
+@click.option("--no-slow", is_flag=True, help="Leave the slow-actor section out (it is long).")
 @json_option("Print one JSON object (headline keys plus details).")
-def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_json: bool) -> None:
-    """Measure where each decision's time goes, on the real simulator (takes minutes)."""
-    from mailroom.orchestrator.perf.decision_costs import run_bench
+def bench(
+    decisions: int,
+    k: int,
+    episodes: int,
+    mailbox_base: Path | None,
+    think: float,
+    short_think: float,
+    slow_episodes: int | None,
+    no_slow: bool,
+    as_json: bool,
+) -> None:
+    """Measure where each decision's time goes, on the real simulator (takes minutes;
+    the slow-actor section, tens of minutes)."""
+    from mailroom.orchestrator.perf.decision_costs import SlowActorOptions, run_bench
 
+    slow = None
+    if not no_slow:
+        slow = SlowActorOptions(think_s=think, short_think_s=short_think, episodes=slow_episodes)
     with console.status("benchmarking") as status:
         figures: dict[str, Any] = run_bench(
             decisions=decisions,
@@ -62,6 +101,7 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
             episodes=episodes,
             progress=lambda what: status.update(f"benchmarking: {what}"),
             mailbox_base=mailbox_base,
+            slow=slow,
         )
     if as_json:
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
@@ -83,6 +123,12 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
     headline.add_column("target")
     headline.add_column("met")
     for key in (
+        "slow_actor_episodes_per_hour_ratio",
+        "short_think_episodes_per_hour_ratio",
+        "mb_per_live_episode",
+        "queue_delay_ms_p95",
+        "live_episodes_reached",
+        "overhead_share_of_cycle",
         "overhead_ms_p50",
         "detect_ms_p50_inotify",
         "detect_ms_p50_polling",
@@ -90,6 +136,8 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
         "workers_2_over_1",
         "peak_rss_mb_per_worker",
     ):
+        if key not in figures:
+            continue
         op, target = TARGETS.get(key, ("", 0.0))
         headline.add_row(
             key,
@@ -128,3 +176,14 @@ def bench(decisions: int, k: int, episodes: int, mailbox_base: Path | None, as_j
         f"{one['episodes_per_hour_all_busy']} and {two['episodes_per_hour_all_busy']} "
         f"(ratio {details['workers_2_over_1_all_busy']})"
     )
+    for label, run in details["slow_actors"].items():
+        mx, solo = run["multiplexed"], run["one_per_process"]
+        console.print(
+            f"actors thinking {run['think_s']:g} s ({label}): {mx['episodes']} episodes; "
+            f"2 workers with slots {mx['episodes_per_hour']}/h (at most "
+            f"{mx['max_live_episodes']} live, queue p95 {mx['queue_delay_ms_p95']} ms) vs "
+            f"{solo['workers']} one-episode processes {solo['episodes_per_hour']}/h: "
+            f"{run['episodes_per_hour_ratio']}x; a further simulator "
+            f"{mx['further_simulator_mb']} MB, a worker with one episode "
+            f"{mx['worker_with_one_episode_mb']} MB"
+        )

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,18 @@ from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png, encode_png
 
 BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
+
+
+@dataclass(frozen=True)
+class SlowActorOptions:
+    """The slow-actor section: actors thinking `think_s` (and `short_think_s`, where the
+    cores bind instead of memory) per decision, `decisions` each."""
+
+    think_s: float = 20.0
+    short_think_s: float = 2.0
+    decisions: int = 6
+    episodes: int | None = None  # None: three times the live episodes memory holds
+    short_episodes: int | None = 24
 
 
 def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path) -> dict[str, Any]:
@@ -346,16 +359,28 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else round(a / b, 3)
 
 
+def overhead_share(mailbox: dict[str, Any]) -> float | None:
+    """The orchestrator's own overhead per decision over the simulator's physics plus
+    rendering (medians of the same decisions)."""
+    phases = mailbox["phases"]
+    cycle = (phases["physics"]["p50_ms"] or 0.0) + (phases["rendering"]["p50_ms"] or 0.0)
+    overhead = mailbox["overhead"]["p50_ms"]
+    return None if overhead is None or cycle <= 0 else round(overhead / cycle, 4)
+
+
 def run_bench(
     decisions: int = 40,
     k: int = 5,
     episodes: int = 24,
     progress: Callable[[str], None] = lambda _: None,
     mailbox_base: Path | None = None,
+    slow: SlowActorOptions | None = None,
 ) -> dict[str, Any]:
     """`mailbox_base`: where the mailbox roots go (as `--mailbox-root` would put them);
-    the system's temporary directory by default, like `mailroom launch`."""
+    the system's temporary directory by default, like `mailroom launch`. `slow`: the
+    slow-actor section's settings (None: left out)."""
     from mailroom.orchestrator.perf.detection import measure_detection
+    from mailroom.orchestrator.perf.slow_actors import slow_actor_comparison
 
     with (
         tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
@@ -386,7 +411,32 @@ def run_bench(
         progress("watcher detection latency")
         inotify = measure_detection("inotify", 200, base=mailboxes)
         polling = measure_detection("polling", 200, base=mailboxes)
+        slow_figures: dict[str, Any] = {}
+        if slow is not None:
+            for label, think in (("slow", slow.think_s), ("short", slow.short_think_s)):
+                progress(f"actors thinking {think:g} s: live episodes, then one per process")
+                slow_figures[label] = slow_actor_comparison(
+                    think_s=think,
+                    decisions=slow.decisions,
+                    k=k,
+                    episodes=slow.episodes if label == "slow" else slow.short_episodes,
+                    workdir=work / "slow",
+                    mailbox_root=mailboxes / "slow",
+                    label=label,
+                )
+    headline_slow: dict[str, Any] = {}
+    if slow_figures:
+        mx = slow_figures["slow"]["multiplexed"]
+        headline_slow = {
+            "slow_actor_episodes_per_hour_ratio": slow_figures["slow"]["episodes_per_hour_ratio"],
+            "short_think_episodes_per_hour_ratio": slow_figures["short"]["episodes_per_hour_ratio"],
+            "mb_per_live_episode": mx["further_simulator_mb"],
+            "queue_delay_ms_p95": mx["queue_delay_ms_p95"],
+            "live_episodes_reached": mx["max_live_episodes"],
+        }
     return {
+        **headline_slow,
+        "overhead_share_of_cycle": overhead_share(mailbox),
         "overhead_ms_p50": mailbox["overhead"]["p50_ms"],
         "detect_ms_p50_inotify": inotify["p50_ms"],
         "detect_ms_p50_polling": polling["p50_ms"],
@@ -416,6 +466,7 @@ def run_bench(
             ),
             "detection_inotify": inotify,
             "detection_polling": polling,
+            "slow_actors": slow_figures,
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
             "mailbox_base": str(Path(mb).parent),
         },
