@@ -2,11 +2,17 @@
 
 Each live episode is a generator (`episode.blinded.blinded_episode`) with its own
 simulator, endpoint, sandboxed actor and evidence; it runs until it waits for a
-decision. The worker's one thread does all simulator work (steps, renders,
-publication: the EGL contexts live here) and waits on one `InboxHub` for every inbox,
-with no thread or loop of its own per episode. Responses are served first come first
-served, by when they arrived; a response that waited because the worker was busy with
-another episode records that wait as its queueing delay.
+decision. The worker's main thread serves every live episode (claim, simulator steps
+and renders, publication) and waits on one `InboxHub` for every inbox, with no thread
+or loop of its own per episode. Responses are served first come first served, by when
+they arrived; a response that waited because the worker was busy with another episode
+records that wait as its queueing delay.
+
+Starting an episode takes seconds (a simulator's build, its reset and settling, the
+actor's start), too long to keep every other live episode waiting: one starter thread
+runs each start up to its first observation, one at a time, while the main thread goes
+on serving. A simulator is used by one thread at a time, and gives up its renderer's
+context (`Simulator.detach`) when it passes from one to the other.
 
 Simulators are kept per task: an idle simulator of the next case's task is reused; a
 new one is built only while `Admission` says memory allows, or else an idle one of
@@ -18,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import queue
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,6 +45,7 @@ from mailroom.orchestrator.transport.base import PollableTransport, TimedOut
 TaskKey = tuple[str, int, int]
 # The longest the worker sleeps with episodes live (a new look at the clock and memory).
 MAX_SLEEP_S = 0.5
+STARTER_JOIN_S = 60.0
 
 
 def task_key(case: Any) -> TaskKey:
@@ -80,6 +89,19 @@ class SimulatorPool:
         for kept in self.idle.values():
             while kept:
                 self.discard(kept.pop())
+
+
+@dataclass
+class _Started:
+    """What an episode's start returned on the starter thread: its first wait, its
+    result (it ended at once), or the error that ended it; and, when it built a new
+    simulator, the simulators before and the resident memory before and after."""
+
+    episode: LiveEpisode
+    waiting: Awaiting | None = None
+    result: EpisodeResult | None = None
+    error: Exception | None = None
+    built: tuple[int, float, float] | None = None
 
 
 @dataclass
@@ -127,12 +149,19 @@ class LiveEpisodes:
         self.live: list[LiveEpisode] = []
         self.pending: deque[Any] = deque()
         self.exhausted = False
+        # The episode whose start runs on the starter thread, and what starts returned.
+        self.starting: LiveEpisode | None = None
+        self._to_start: queue.SimpleQueue[tuple[LiveEpisode, bool] | None] = queue.SimpleQueue()
+        self._started: queue.SimpleQueue[_Started] = queue.SimpleQueue()
+        self._starter = threading.Thread(target=self._start_loop, name="starter", daemon=True)
 
     # --- the loop ---------------------------------------------------------------
 
     def run(self, next_work: NextWork) -> None:
+        self._starter.start()
         try:
             while True:
+                self._collect_started()
                 self._serve()
                 self._admit(next_work)
                 if not self.live:
@@ -142,9 +171,11 @@ class LiveEpisodes:
                         self._take(next_work, block=True)
                     continue
                 now = time.monotonic()
-                wake_at = min(min(e.next_look, e.deadline) for e in self.live)
+                waits = [min(e.next_look, e.deadline) for e in self.live if e.waiting]
+                wake_at = min(waits, default=now + MAX_SLEEP_S)
                 self.hub.wait(min(MAX_SLEEP_S, max(0.0, wake_at - now)))
         finally:
+            self._stop_starter()
             self._abandon_all()
             self.pool.close()
             self.hub.close()
@@ -209,19 +240,19 @@ class LiveEpisodes:
     # --- starting and ending ------------------------------------------------------
 
     def _admit(self, next_work: NextWork) -> None:
-        while len(self.live) < self.slots:
+        """Hand the next case to the starter thread, if it is free and a slot is."""
+        if self.starting is not None or len(self.live) >= self.slots:
+            return
+        if not self.pending:
+            self._take(next_work, block=False)
             if not self.pending:
-                self._take(next_work, block=False)
-                if not self.pending:
-                    return
-            item = self.pending[0]
-            simulator = self._simulator_for(item)
-            if simulator is None:
-                return  # memory is short: wait for a live episode to end
-            self.pending.popleft()
-            self._start(item, simulator)
-            if any(e.transport.unseen_since() is not None for e in self.live if e.waiting):
-                return  # serve what arrived meanwhile before starting another
+                return
+        item = self.pending[0]
+        simulator = self._simulator_for(item)
+        if simulator is None:
+            return  # memory is short: wait for a live episode to end
+        self.pending.popleft()
+        self._start(item, simulator)
 
     def _simulator_for(self, item: Any) -> tuple[Simulator, bool] | None:
         task = task_key(item.case)
@@ -253,7 +284,7 @@ class LiveEpisodes:
         config = self.config
         self.report(("started", item.case.case_id, item.attempt))
         simulator.set_control_cap(self._control_cap(item))
-        before, simulators_before = rss_mb(), self.pool.count - (1 if built else 0)
+        simulator.detach()  # its renderer may be current on this thread: the starter's now
         steps = blinded_episode(
             item.case,
             attempt=item.attempt,
@@ -269,28 +300,68 @@ class LiveEpisodes:
         )
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)
-        try:
-            waiting = next(steps)
-        except StopIteration as finished:
-            self._finish(episode, finished.value)
-        except Exception as exc:
-            self._crash(episode, exc)
-        else:
-            self._wait(episode, waiting)
-        if built:
-            after = rss_mb()
-            self.admission.record(simulators_before, after - before)
-            item = episode.item
-            self.report(
-                (
-                    "simulator_built",
-                    item.case.case_id,
-                    item.attempt,
-                    after - before,
-                    simulators_before,
-                    after,
+        self.starting = episode
+        self._to_start.put((episode, built))
+
+    def _start_loop(self) -> None:
+        """The starter thread: each episode up to its first wait, one at a time."""
+        while True:
+            job = self._to_start.get()
+            if job is None:
+                return
+            episode, built = job
+            simulators_before = self.pool.count - (1 if built else 0)
+            before = rss_mb()
+            started: _Started
+            try:
+                started = _Started(episode, waiting=next(episode.steps))
+            except StopIteration as finished:
+                started = _Started(episode, result=finished.value)
+            except Exception as exc:
+                started = _Started(episode, error=exc)
+            with contextlib.suppress(Exception):
+                episode.simulator.detach()  # the main thread renders from here on
+            if built:
+                started.built = (simulators_before, before, rss_mb())
+            self._started.put(started)
+            self.hub.wake()
+
+    def _collect_started(self) -> None:
+        while True:
+            try:
+                started = self._started.get_nowait()
+            except queue.Empty:
+                return
+            self.starting = None
+            episode = started.episode
+            if started.built is not None:
+                simulators_before, before, after = started.built
+                self.admission.record(simulators_before, after - before)
+                item = episode.item
+                self.report(
+                    (
+                        "simulator_built",
+                        item.case.case_id,
+                        item.attempt,
+                        after - before,
+                        simulators_before,
+                        after,
+                    )
                 )
-            )
+            if started.waiting is not None:
+                self._wait(episode, started.waiting)
+            elif started.result is not None:
+                self._finish(episode, started.result)
+            else:
+                assert started.error is not None
+                self._crash(episode, started.error)
+
+    def _stop_starter(self) -> None:
+        """Let a start in progress end (seconds at most) before the episodes unwind."""
+        self._to_start.put(None)
+        if self._starter.is_alive():
+            self._starter.join(timeout=STARTER_JOIN_S)
+        self._collect_started()
 
     def _forward_launch(self, item: Any, text: str) -> None:
         self.report(("launch_message", item.case.case_id, item.attempt, text))
@@ -313,8 +384,11 @@ class LiveEpisodes:
 
     def _abandon_all(self) -> None:
         """The worker is ending (a signal): each live episode unwinds its own clean-up
-        (actor stopped, closed notice, evidence closed) and writes no result."""
+        (actor stopped, closed notice, evidence closed) and writes no result. A start
+        still running on the starter thread is left to the process's end."""
         for episode in list(self.live):
+            if episode is self.starting:
+                continue
             with contextlib.suppress(Exception):
                 episode.steps.close()
             self.live.remove(episode)

@@ -17,25 +17,29 @@ collects and freezes again, taking in what its start built).
 from __future__ import annotations
 
 import gc
+import threading
 
 _live_loops = 0
+_lock = threading.Lock()  # episodes start on one thread and end on another
 
 
 def settle_heap() -> None:
     """Before a policy loop: collect everything unreachable, then freeze the survivors."""
     global _live_loops
-    _live_loops += 1
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
+    with _lock:
+        _live_loops += 1
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
 
 def thaw_heap() -> None:
     """After a policy loop: everything is collectable again once no loop is live."""
     global _live_loops
-    _live_loops = max(0, _live_loops - 1)
-    if _live_loops == 0:
-        gc.unfreeze()
+    with _lock:
+        _live_loops = max(0, _live_loops - 1)
+        if _live_loops == 0:
+            gc.unfreeze()
 
 
 def live_loops() -> int:

@@ -117,6 +117,12 @@ class Simulator(Protocol):
         """One native control of a validated action; a capture only when `observe`."""
         ...
 
+    def detach(self) -> None:
+        """Give up what ties the simulator to the calling thread (a renderer's context
+        current here), so that another thread may use it next. A worker starts episodes
+        on one thread and serves them on another."""
+        ...
+
     def close(self) -> None: ...
 
 

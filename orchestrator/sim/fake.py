@@ -137,5 +137,8 @@ class FakeSimulator:
             frames=capture.images if capture is not None and self.record_frames else None,
         )
 
+    def detach(self) -> None:
+        return None
+
     def close(self) -> None:
         return None

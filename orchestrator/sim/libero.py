@@ -17,6 +17,7 @@ import copy
 import hashlib
 import importlib.util
 import math
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +186,7 @@ class _PristineModels:
 
 
 _PRISTINE = _PristineModels()
+_PRISTINE_LOCK = threading.RLock()  # a worker starts episodes on a thread of its own
 
 
 class _SceneCache:
@@ -207,7 +209,8 @@ class _SceneCache:
 
     def release(self) -> None:
         if self._key:
-            _PRISTINE.release(self._key)
+            with _PRISTINE_LOCK:
+                _PRISTINE.release(self._key)
         self._key, self._model = "", None
 
     def new_env(self) -> None:
@@ -222,10 +225,11 @@ class _SceneCache:
         if key != context_key:
             context = None  # the last reference: freed here
         if key != self._key:
-            before = _PRISTINE.compiled
-            self.release()
-            self._model, self._key = _PRISTINE.take(key, xml), key
-            self.compiled += _PRISTINE.compiled - before
+            with _PRISTINE_LOCK:
+                before = _PRISTINE.compiled
+                self.release()
+                self._model, self._key = _PRISTINE.take(key, xml), key
+                self.compiled += _PRISTINE.compiled - before
         sim = sim_class(copy.copy(self._model))
         if context is not None:
             _rebind_render_context(context, sim)
@@ -346,6 +350,22 @@ class LiberoAdapter:
         own current: with several envs in one process (a worker's live episodes), each
         env's must be made current before it renders, or it draws with another's."""
         self._env.env.sim._render_context_offscreen.gl_ctx.make_current()
+
+    def detach(self) -> None:
+        """Release the GL context current in this thread (EGL binds a context to one
+        thread at a time): another thread then makes this env's context its own."""
+        import os
+
+        if os.environ.get("MUJOCO_GL") != "egl":
+            return
+        from OpenGL import EGL
+        from robosuite.renderers.context import egl_context
+
+        display = egl_context.EGL_DISPLAY
+        if display is None:
+            return
+        EGL.eglBindAPI(EGL.EGL_OPENGL_API)
+        EGL.eglMakeCurrent(display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE, EGL.EGL_NO_CONTEXT)
 
     def _give_back_memory(self) -> None:
         """After a reset: the simulator's model copy keeps texture data that its render
