@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from mailroom.orchestrator.perf.decision_costs import steady_rate
+from mailroom.orchestrator.perf.throughput import steady_rate
 
 
 def test_one_worker_counts_the_episodes_after_its_first() -> None:

@@ -207,3 +207,20 @@ def test_an_actor_killed_mid_run_fails_its_episode_and_the_others_go_on(
     others = [r for r in results.values() if r["outcome"] != "error"]
     assert len(others) == 2 and all(r["termination"] == "actor_stop" for r in others)
     assert sandbox_processes_left(run_dir) == []
+
+
+def test_more_workers_than_tasks_split_the_largest_groups() -> None:
+    from mailroom.orchestrator.campaign.coordinator import Work, group_by_task
+    from mailroom.orchestrator.catalog.cases import Case
+
+    work = [
+        Work(Case(suite="libero_10", task_index=t, init_state_index=s, seed=7), 1)
+        for t, states in ((0, 6), (1, 2))
+        for s in range(states)
+    ]
+    assert [len(g) for g in group_by_task(work)] == [6, 2]
+    split = group_by_task(work, at_least=4)
+    assert [len(g) for g in split] == [2, 2, 2, 2]
+    # Plan order within a task is kept, and nothing is lost or repeated.
+    assert [w for g in split for w in g] == work
+    assert len(group_by_task(work, at_least=20)) == 8  # one episode each, no further

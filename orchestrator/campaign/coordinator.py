@@ -107,22 +107,31 @@ def schedule(cases: Sequence[Case], run: RunDirectory, *, rerun_errored: bool = 
 def group_by_task(work: Sequence[Work], at_least: int = 1) -> list[list[Work]]:
     """Consecutive episodes of one task share a simulator; groups keep plan order.
 
-    With fewer tasks than `at_least` (the workers), the largest groups are halved until
-    every worker has one, or every group is a single episode.
+    With fewer tasks than `at_least` (the workers), a task's episodes are cut into
+    consecutive parts, more parts for larger tasks, until every worker has a group (or
+    every group is one episode).
     """
     by_task: dict[tuple[str, int, int], list[Work]] = {}
     for item in work:
         key = (item.case.suite, item.case.task_index, item.case.task_order_index)
         by_task.setdefault(key, []).append(item)
     groups = list(by_task.values())
-    while len(groups) < at_least:
-        largest = max(range(len(groups)), key=lambda i: len(groups[i]), default=None)
-        if largest is None or len(groups[largest]) < 2:
+    parts = [1] * len(groups)
+    while sum(parts) < at_least:
+        splittable = [i for i, g in enumerate(groups) if parts[i] < len(g)]
+        if not splittable:
             break
-        group = groups[largest]
-        half = (len(group) + 1) // 2
-        groups[largest : largest + 1] = [group[:half], group[half:]]
-    return groups
+        largest = max(splittable, key=lambda i: len(groups[i]) / parts[i])
+        parts[largest] += 1
+    out: list[list[Work]] = []
+    for group, n in zip(groups, parts, strict=True):
+        size, extra = divmod(len(group), n)
+        start = 0
+        for i in range(n):
+            end = start + size + (1 if i < extra else 0)
+            out.append(group[start:end])
+            start = end
+    return out
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

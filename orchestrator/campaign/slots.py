@@ -45,7 +45,7 @@ from mailroom.orchestrator.transport.base import PollableTransport, TimedOut
 TaskKey = tuple[str, int, int]
 # The longest the worker sleeps with episodes live (a new look at the clock and memory).
 MAX_SLEEP_S = 0.5
-STARTER_JOIN_S = 60.0
+STARTER_JOIN_S = 30.0
 
 
 def task_key(case: Any) -> TaskKey:

@@ -12,7 +12,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -248,111 +248,27 @@ def cold_code(adapter: LiberoAdapter, rounds: int = 20) -> dict[str, float | Non
     }
 
 
-TASKS_FOR_THROUGHPUT = (0, 1, 2, 3)
-
-
-def steady_rate(finished_at: Sequence[float], workers: int) -> float | None:
-    """Episodes per hour while every worker is busy: between the `workers`-th finish
-    (each worker has started up and built its first simulator) and the last finish
-    before the tail, where workers run out of work one by one."""
-    times = sorted(finished_at)
-    first, last = workers - 1, len(times) - workers
-    if last <= first or times[last] <= times[first]:
-        return None
-    return (last - first) * 3600 / (times[last] - times[first])
-
-
 def episodes_per_hour(
     workers: int, episodes: int, workdir: Path, mailbox_root: Path
 ) -> dict[str, Any]:
-    from mailroom.orchestrator.actors.confinement import ConfinementSettings
-    from mailroom.orchestrator.actors.launcher import process_launcher
-    from mailroom.orchestrator.actors.profiles import profile_dir
-    from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
-    from mailroom.orchestrator.campaign.manifest import build_manifest
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
-    from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+    """Canonical-style work: four tasks, several released initial states each, an actor
+    that answers at once (D=10, K=5). Each worker reuses its simulator across the
+    episodes of a task and builds one per task it takes, so 1 and 2 workers build the
+    same number of simulators in all."""
+    from mailroom.orchestrator.perf.throughput import cases_over_tasks, throughput_run
 
-    # Canonical-style work: four tasks, several released initial states each. Each worker
-    # reuses its simulator across the episodes of a task and builds one per task it
-    # takes, so 1 and 2 workers build the same number of simulators in all.
-    per_task = max(1, episodes // len(TASKS_FOR_THROUGHPUT))
-    cases = [
-        Case(suite="libero_10", task_index=t, init_state_index=s, seed=7)
-        for t in TASKS_FOR_THROUGHPUT
-        for s in range(per_task)
-    ]
-    settings = RunSettings(max_policy_calls=10, replan_interval=5, response_timeout_s=60)
-    actor = [
-        "{python}",
-        str(profile_dir("scripted_diagnostic") / "actor.py"),
-        "{endpoint}",
-        "--chunks",
-        "10",
-    ]
-    run_dir = workdir / f"workers-{workers}"
-    confinement = ConfinementSettings(mode="sandbox")
-    launcher = process_launcher(
-        actor,
-        confinement=confinement,
-        run_dir=run_dir,
+    per_task = max(1, episodes // 4)
+    figures: dict[str, Any] = throughput_run(
+        cases=cases_over_tasks(4 * per_task),
+        workers=workers,
+        slots=1,
+        think_s=0.0,
+        decisions=10,
+        k=5,
+        run_dir=workdir / f"workers-{workers}",
         mailbox_root=mailbox_root,
-        profile_dir=profile_dir("scripted_diagnostic"),
     )
-    assert launcher.sandbox is not None
-    plan = build_plan("canonical", suite="libero_10")
-    run = RunDirectory(run_dir)
-    run.write_manifest(
-        build_manifest(
-            run_id=run_dir.name,
-            plan_sha256=plan.plan_sha256,
-            plan_kind=plan.kind,
-            n_cases=len(cases),
-            profile_name="scripted_diagnostic",
-            profile_declaration=json.loads(
-                (profile_dir("scripted_diagnostic") / "profile.json").read_text()
-            ),
-            settings=settings,
-            actor_command=actor,
-            record="minimal",
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-            workers=workers,
-            confinement=confinement,
-            sandbox_tool=launcher.sandbox.tool,
-        )
-    )
-    run.plan_path.write_bytes(render_plan(plan))
-    config = LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        settings=settings,
-        record="minimal",
-        launcher=launcher,
-    )
-    peaks: list[float] = []
-    outcomes: list[str] = []
-    finished_at: list[float] = []
-
-    def listen(kind: str, payload: tuple[Any, ...]) -> None:
-        if kind == "finished":
-            finished_at.append(time.perf_counter())
-            peaks.append(float(payload[3]))
-            outcomes.append(str(payload[2]))
-
-    started = time.perf_counter()
-    lost = run_work(config, [Work(c, 1) for c in cases], workers, listen).lost
-    elapsed = time.perf_counter() - started
-    if lost or len(outcomes) != len(cases) or "error" in outcomes:
-        raise RuntimeError(f"throughput run with {workers} workers had errors: {lost or outcomes}")
-    steady = steady_rate(finished_at, workers)
-    return {
-        "episodes": len(cases),
-        "wall_s": round(elapsed, 1),
-        "episodes_per_hour": round(len(cases) * 3600 / elapsed, 1),
-        "episodes_per_hour_all_busy": round(steady, 1) if steady is not None else None,
-        "peak_rss_mb": round(max(peaks), 1) if peaks else 0.0,
-    }
+    return figures
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -380,7 +296,7 @@ def run_bench(
     the system's temporary directory by default, like `mailroom launch`. `slow`: the
     slow-actor section's settings (None: left out)."""
     from mailroom.orchestrator.perf.detection import measure_detection
-    from mailroom.orchestrator.perf.slow_actors import slow_actor_comparison
+    from mailroom.orchestrator.perf.throughput import slow_actor_comparison
 
     with (
         tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
@@ -444,7 +360,9 @@ def run_bench(
             mailbox["decisions_per_s"] / naive["decisions_per_s"], 3
         ),
         "workers_2_over_1": _ratio(two["episodes_per_hour"], one["episodes_per_hour"]),
-        "peak_rss_mb_per_worker": max(one["peak_rss_mb"], two["peak_rss_mb"]),
+        "peak_rss_mb_per_worker": max(
+            one["peak_rss_mb_per_worker"] or 0.0, two["peak_rss_mb_per_worker"] or 0.0
+        ),
         # Confinement's share of an episode's start, next to the simulator's own start.
         "sandbox_start_ms_p50": starts["sandbox_ms_p50"],
         "sandbox_start_over_reused_reset": _ratio(

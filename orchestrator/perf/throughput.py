@@ -1,6 +1,9 @@
-"""Slow actors on the real simulator: live episodes per worker against one per process.
+"""Episodes per hour of the real coordinator, and slow actors: live episodes per worker
+against one episode per process.
 
-Real LLM actors think 10-100 s per decision while the simulator works ~0.3 s, so a
+`throughput_run` runs the real coordinator (sandboxed diagnostic actors, the real
+mailbox and simulator) over given cases. `slow_actor_comparison` uses it twice. Real LLM
+actors think 10-100 s per decision while the simulator works ~0.3 s, so a
 campaign is bounded by how many episodes are live at once, which memory bounds. One run
 measures, side by side, the same work (episodes over four tasks, D decisions at K, a
 sandboxed actor process that thinks T seconds per decision):
@@ -161,6 +164,7 @@ def throughput_run(
     if lost or len(tally.outcomes) != len(cases) or "error" in tally.outcomes:
         raise RuntimeError(f"throughput run {run_dir.name} had errors: {lost or tally.outcomes}")
     queue_s = [d / 1000 for d in _decision_field(run_dir, "queue_delay_ms")]
+    steady = steady_rate(tally.finished_at, workers)
     return {
         "workers": workers,
         "slots": slots,
@@ -168,6 +172,7 @@ def throughput_run(
         "episodes": len(cases),
         "wall_s": round(elapsed, 1),
         "episodes_per_hour": round(len(cases) * 3600 / elapsed, 1),
+        "episodes_per_hour_all_busy": round(steady, 1) if steady is not None else None,
         "max_live_episodes": tally.max_live,
         "queue_delay_ms_p50": round(percentile(queue_s, 0.5) * 1000, 1) if queue_s else None,
         "queue_delay_ms_p95": round(percentile(queue_s, 0.95) * 1000, 1) if queue_s else None,
@@ -179,6 +184,17 @@ def throughput_run(
         "further_simulators": len(tally.further_costs_mb),
         "peak_rss_mb_per_worker": round(max(tally.peaks_mb), 1) if tally.peaks_mb else None,
     }
+
+
+def steady_rate(finished_at: Sequence[float], workers: int) -> float | None:
+    """Episodes per hour while every worker is busy: between the `workers`-th finish
+    (each worker has started up and built its first simulator) and the last finish
+    before the tail, where workers run out of work one by one."""
+    times = sorted(finished_at)
+    first, last = workers - 1, len(times) - workers
+    if last <= first or times[last] <= times[first]:
+        return None
+    return (last - first) * 3600 / (times[last] - times[first])
 
 
 def _median(values: Sequence[float]) -> float | None:
