@@ -50,8 +50,9 @@ class _WatcherCallback:
         self.wake = wake
 
     def on_event(self, event: InotifyEvent) -> None:
-        if event.is_create or event.is_moved_to:
-            self.watcher.note_arrival(os.fsdecode(event.name))
+        if (event.is_create or event.is_moved_to) and self.watcher.note_arrival(
+            os.fsdecode(event.name)
+        ):
             self.wake.set()
 
     def on_watch_deleted(self, wd: WatchDescriptor) -> None:

@@ -89,7 +89,9 @@ class _WakingInotifyFD(InotifyFD):
     the reader thread saves both (the handler still runs and wakes it again).
     """
 
-    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]) -> None:
+    def __init__(
+        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], object]
+    ) -> None:
         super().__init__()
         self._on_overflow = on_overflow
         self._on_arrival = on_arrival
@@ -105,7 +107,9 @@ class _WakingInotifyFD(InotifyFD):
 class InotifyObserver(BaseObserver):
     """watchdog's inotify observer with its own reader thread, which it exposes."""
 
-    def __init__(self, on_overflow: Callable[[], None], on_arrival: Callable[[str], None]) -> None:
+    def __init__(
+        self, on_overflow: Callable[[], None], on_arrival: Callable[[str], object]
+    ) -> None:
         self.inotify_fd = _WakingInotifyFD(on_overflow, on_arrival)
         self.inotify_fd.start()
         super().__init__(InotifyEmitter, inotify_fd=self.inotify_fd)
@@ -153,8 +157,12 @@ class InboxWatcher:
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
         polling_interval: float = POLLING_INTERVAL,
         hub: InboxHub | None = None,
+        counts: Callable[[str], bool] | None = None,
     ) -> None:
         self.inbox = inbox
+        # Which arrivals count (wake a hub's caller, have their time kept): by default
+        # every name. An actor's other files must not jump the queue or fill the book.
+        self.counts = counts
         self.mode: WatchMode = mode
         self.hub = hub
         self._hub_watch: HubWatch | None = None
@@ -187,14 +195,18 @@ class InboxWatcher:
         self._overflowed.set()
         self._event.set()
 
-    def note_arrival(self, name: str) -> None:
-        """A name was created or moved into the inbox (called on the reader thread)."""
+    def note_arrival(self, name: str) -> bool:
+        """A name was created or moved into the inbox (called on the reader thread);
+        True if it counts."""
+        if self.counts is not None and not self.counts(name):
+            return False
         now = time.monotonic()
         with self._arrivals_lock:
             if name not in self._arrivals and len(self._arrivals) < MAX_ARRIVALS:
                 self._arrivals[name] = now
         self._unseen.set()
         self._event.set()
+        return True
 
     def arrival_of(self, name: str) -> float | None:
         """When `name` first arrived since `forget_arrivals` (monotonic), if an event said."""

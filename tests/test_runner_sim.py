@@ -376,7 +376,7 @@ def test_in_process_policy_and_mailbox_give_identical_records(
         run_dir=tmp_path / "p" / "run",
         policy=_ScriptedPolicy(_invalid_two_then_act),
     )
-    volatile = {"started_at", "finished_at", "wall_time_s", "latency"}
+    volatile = {"started_at", "finished_at", "wall_time_s", "latency", "queue_delay", "processing"}
     assert via_policy.model_dump(exclude=volatile) == via_mailbox.model_dump(exclude=volatile)
     policy_dir = tmp_path / "p" / "run" / "episodes" / via_policy.attempt_id
     assert _event_skeleton(mailbox_dir) == _event_skeleton(policy_dir)

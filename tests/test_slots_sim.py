@@ -32,6 +32,8 @@ from mailroom.orchestrator.actors.sandbox import leftover_processes
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.sim.base import ControlOutcome, SimulatorError, TaskIdentity
+from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 pytestmark = pytest.mark.sim
 
@@ -44,7 +46,41 @@ CASES = [
 ]
 
 
-def _run(run_dir: Path, mailbox_root: Path, *, slots: int, think_s: float) -> None:
+# A case whose simulator breaks in its third decision, while the others are live.
+BREAKING = Case(suite="libero_object", task_index=0, init_state_index=0, seed=20260907)
+
+
+class BreakingAdapter(LiberoAdapter):
+    """The real adapter; `BREAKING`'s task raises a simulator error at its 12th control
+    (a control without a render, in its third decision: other episodes have rendered on
+    this thread since its own last render)."""
+
+    def start_episode(self, identity: TaskIdentity, init_state_index: int, seed: int) -> Any:
+        self._breaks = identity.suite == BREAKING.suite
+        self._controls = 0
+        return super().start_episode(identity, init_state_index, seed)
+
+    def step(self, action: Any, *, observe: bool) -> ControlOutcome:
+        outcome = super().step(action, observe=observe)
+        self._controls += 1
+        if self._breaks and self._controls == 12:
+            raise SimulatorError("the physics diverged (injected)")
+        return outcome
+
+
+def open_breaking(*, control_cap: int, proprio: bool) -> BreakingAdapter:
+    return BreakingAdapter(control_cap=control_cap, proprio=proprio)
+
+
+def _run(
+    run_dir: Path,
+    mailbox_root: Path,
+    *,
+    slots: int,
+    think_s: float,
+    cases: list[Case] = CASES,
+    simulator: Any = None,
+) -> None:
     declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
     limits = ActorLimits.model_validate(declaration["limits"])
     confinement = ConfinementSettings(mode="sandbox")
@@ -67,8 +103,9 @@ def _run(run_dir: Path, mailbox_root: Path, *, slots: int, think_s: float) -> No
         ),
         limits=limits,
         slots=slots,
+        simulator=simulator,
     )
-    outcome = run_work(config, [Work(case, 1) for case in CASES], 1, lambda *_: None)
+    outcome = run_work(config, [Work(case, 1) for case in cases], 1, lambda *_: None)
     assert outcome.lost == [] and outcome.unrecorded == []
     assert sandbox_processes_left(run_dir) == []
 
@@ -91,18 +128,31 @@ def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+def solo(tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path) -> Path:
+    """Each of CASES alone, one after the other, in one worker."""
+    run_dir = tmp_path_factory.mktemp("solo") / "run"
+    _run(run_dir, module_mailbox_root, slots=1, think_s=0.0)
+    return run_dir
+
+
+def _first_and_end(run_dir: Path, case: Case) -> tuple[float, float]:
+    events = _events(run_dir / "episodes" / case.attempt_id(1))
+    first = min(e["t"] for e in events if e["event"] == "observation_published")
+    return float(first), float(max(e["t"] for e in events if e["event"] == "episode_finished"))
+
+
+def _all_live_at_once(run_dir: Path, cases: list[Case]) -> bool:
+    spans = [_first_and_end(run_dir, case) for case in cases]
+    return max(f for f, _ in spans) < min(e for _, e in spans)
+
+
 def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
-    tmp_path: Path, module_mailbox_root: Path
+    solo: Path, tmp_path: Path, module_mailbox_root: Path
 ) -> None:
-    solo, together = tmp_path / "solo", tmp_path / "together"
-    _run(solo, module_mailbox_root, slots=1, think_s=0.0)
+    together = tmp_path / "together"
     _run(together, module_mailbox_root, slots=4, think_s=6.0)
-    firsts, ends = [], []
-    for case in CASES:
-        events = _events(together / "episodes" / case.attempt_id(1))
-        firsts.append(min(e["t"] for e in events if e["event"] == "observation_published"))
-        ends.append(max(e["t"] for e in events if e["event"] == "episode_finished"))
-    assert max(firsts) < min(ends), "the four episodes were not live at once"
+    assert _all_live_at_once(together, CASES), "the four episodes were not live at once"
     for case in CASES:
         alone, among = _delivered(solo, case), _delivered(together, case)
         assert len(alone["images"]) == 4 and alone["steps"]
@@ -110,6 +160,24 @@ def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
     # Each delivered image is a real render: the two initial states differ.
     first = [_delivered(solo, c)["images"][0] for c in CASES]
     assert len({json.dumps(x, sort_keys=True) for x in first}) == 4
+
+
+def test_a_simulator_that_breaks_among_live_ones_leaves_their_bytes_alone(
+    solo: Path, tmp_path: Path, module_mailbox_root: Path
+) -> None:
+    # The broken simulator is closed while four others are live on the same thread:
+    # closing it must free its own renderer's objects, never another's.
+    run_dir = tmp_path / "breaking"
+    cases = [BREAKING, *CASES]
+    _run(run_dir, module_mailbox_root, slots=5, think_s=6.0, cases=cases, simulator=open_breaking)
+    broken = json.loads((run_dir / "episodes" / BREAKING.attempt_id(1) / "result.json").read_text())
+    assert (broken["outcome"], broken["termination"]) == ("error", "infrastructure_error")
+    assert broken["errors"][0]["code"] == "simulator_exception"
+    broke_at = _first_and_end(run_dir, BREAKING)[1]
+    live_then = [c for c in CASES if _first_and_end(run_dir, c)[0] < broke_at]
+    assert live_then, "no other episode was live when the simulator broke"
+    for case in CASES:
+        assert _delivered(run_dir, case) == _delivered(solo, case), case.case_id
 
 
 def _status(run_dir: Path) -> dict[str, int]:

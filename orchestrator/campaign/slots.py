@@ -12,7 +12,10 @@ Starting an episode takes seconds (a simulator's build, its reset and settling, 
 actor's start), too long to keep every other live episode waiting: one starter thread
 runs each start up to its first observation, one at a time, while the main thread goes
 on serving. A simulator is used by one thread at a time, and gives up its renderer's
-context (`Simulator.detach`) when it passes from one to the other.
+context (`Simulator.detach`) when it passes from one to the other. Ending one takes
+seconds too (an actor still thinking is stopped, videos are written): once the
+episode no longer needs its simulator (`runner.Ending`), the simulator goes back to the
+pool and a finisher thread of its own does the rest, result last.
 
 Simulators are kept per task: an idle simulator of the next case's task is reused; a
 new one is built only while `Admission` says memory allows, or else an idle one of
@@ -36,7 +39,7 @@ from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.blinded import blinded_episode
-from mailroom.orchestrator.episode.runner import Awaiting, EpisodeSteps
+from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
 from mailroom.orchestrator.perf.process_memory import peak_rss_mb, rss_mb
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
@@ -46,6 +49,8 @@ TaskKey = tuple[str, int, int]
 # The longest the worker sleeps with episodes live (a new look at the clock and memory).
 MAX_SLEEP_S = 0.5
 STARTER_JOIN_S = 30.0
+# An episode's clean-up stops its actor within seconds (grace, then SIGKILL).
+FINISHER_JOIN_S = 60.0
 
 
 def task_key(case: Any) -> TaskKey:
@@ -98,7 +103,7 @@ class _Started:
     simulator, the simulators before and the resident memory before and after."""
 
     episode: LiveEpisode
-    waiting: Awaiting | None = None
+    yielded: Awaiting | Ending | None = None
     result: EpisodeResult | None = None
     error: Exception | None = None
     built: tuple[int, float, float] | None = None
@@ -151,7 +156,10 @@ class LiveEpisodes:
         self.exhausted = False
         # The episode whose start runs on the starter thread, and what starts returned.
         self.starting: LiveEpisode | None = None
-        self._to_start: queue.SimpleQueue[tuple[LiveEpisode, bool] | None] = queue.SimpleQueue()
+        self._to_start: queue.SimpleQueue[tuple[LiveEpisode, int | None] | None] = (
+            queue.SimpleQueue()
+        )
+        self._finishers: list[threading.Thread] = []
         self._started: queue.SimpleQueue[_Started] = queue.SimpleQueue()
         self._starter = threading.Thread(target=self._start_loop, name="starter", daemon=True)
 
@@ -164,8 +172,11 @@ class LiveEpisodes:
                 self._collect_started()
                 self._serve()
                 self._admit(next_work)
+                if self.exhausted and not self.pending:
+                    self.pool.close()  # idle simulators serve no more work: free them
                 if not self.live:
                     if self.exhausted and not self.pending:
+                        self._join_finishers()
                         return
                     if not self.pending:
                         self._take(next_work, block=True)
@@ -177,6 +188,7 @@ class LiveEpisodes:
         finally:
             self._stop_starter()
             self._abandon_all()
+            self._join_finishers()
             self.pool.close()
             self.hub.close()
 
@@ -212,24 +224,36 @@ class LiveEpisodes:
         waiting = episode.waiting
         assert waiting is not None
         transport = episode.transport
-        outcome = transport.poll_decision(waiting.delivery, waiting.limits)
+        try:
+            outcome = transport.poll_decision(waiting.delivery, waiting.limits)
+        except Exception as exc:  # raised inside the episode, where the runner types it
+            self._step(episode, functools.partial(episode.steps.throw, exc))
+            return
         now = time.monotonic()
         if outcome is None:
             if now < episode.deadline:
                 episode.next_look = now + transport.recheck_interval
                 return
             outcome = TimedOut(waited_s=waiting.timeout_s)
-        self._advance(episode, outcome)
+        decided = outcome
+        self._step(episode, lambda: episode.steps.send(decided))
 
-    def _advance(self, episode: LiveEpisode, outcome: Any) -> None:
+    def _step(self, episode: LiveEpisode, step: Callable[[], Awaiting | Ending]) -> None:
+        """Run the episode on to its next wait (or its end); a failure is its own."""
         try:
-            waiting = episode.steps.send(outcome)
-        except StopIteration as finished:
-            self._finish(episode, finished.value)
+            yielded = step()
+        except StopIteration as finished:  # ended without an Ending: cleaned up already
+            self._ended(episode, finished.value)
         except Exception as exc:  # outside the runner's typed handling: this one alone
             self._crash(episode, exc)
         else:
-            self._wait(episode, waiting)
+            self._after(episode, yielded)
+
+    def _after(self, episode: LiveEpisode, yielded: Awaiting | Ending) -> None:
+        if isinstance(yielded, Ending):
+            self._hand_to_finisher(episode, yielded)
+        else:
+            self._wait(episode, yielded)
 
     def _wait(self, episode: LiveEpisode, waiting: Awaiting) -> None:
         now = time.monotonic()
@@ -284,7 +308,9 @@ class LiveEpisodes:
         config = self.config
         self.report(("started", item.case.case_id, item.attempt))
         simulator.set_control_cap(self._control_cap(item))
-        simulator.detach()  # its renderer may be current on this thread: the starter's now
+        # Its renderer may be current on this thread: the starter's from now on.
+        with contextlib.suppress(Exception):
+            simulator.detach()
         steps = blinded_episode(
             item.case,
             attempt=item.attempt,
@@ -301,7 +327,7 @@ class LiveEpisodes:
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)
         self.starting = episode
-        self._to_start.put((episode, built))
+        self._to_start.put((episode, self.pool.count - 1 if built else None))
 
     def _start_loop(self) -> None:
         """The starter thread: each episode up to its first wait, one at a time."""
@@ -309,19 +335,19 @@ class LiveEpisodes:
             job = self._to_start.get()
             if job is None:
                 return
-            episode, built = job
-            simulators_before = self.pool.count - (1 if built else 0)
+            episode, simulators_before = job
             before = rss_mb()
             started: _Started
             try:
-                started = _Started(episode, waiting=next(episode.steps))
+                started = _Started(episode, yielded=next(episode.steps))
             except StopIteration as finished:
                 started = _Started(episode, result=finished.value)
             except Exception as exc:
                 started = _Started(episode, error=exc)
             with contextlib.suppress(Exception):
                 episode.simulator.detach()  # the main thread renders from here on
-            if built:
+            if simulators_before is not None:
+                # Approximate: the main thread goes on meanwhile (the margin covers it).
                 started.built = (simulators_before, before, rss_mb())
             self._started.put(started)
             self.hub.wake()
@@ -348,10 +374,10 @@ class LiveEpisodes:
                         after,
                     )
                 )
-            if started.waiting is not None:
-                self._wait(episode, started.waiting)
+            if started.yielded is not None:
+                self._after(episode, started.yielded)
             elif started.result is not None:
-                self._finish(episode, started.result)
+                self._ended(episode, started.result)
             else:
                 assert started.error is not None
                 self._crash(episode, started.error)
@@ -366,30 +392,75 @@ class LiveEpisodes:
     def _forward_launch(self, item: Any, text: str) -> None:
         self.report(("launch_message", item.case.case_id, item.attempt, text))
 
-    def _finish(self, episode: LiveEpisode, result: EpisodeResult) -> None:
+    def _release(self, episode: LiveEpisode, result: EpisodeResult | None) -> None:
+        """The episode leaves its slot; its simulator goes back to the pool, or is
+        closed if its state is unknown (it raised)."""
         self.live.remove(episode)
-        broken = any(e.code == "simulator_exception" for e in result.errors)
+        broken = result is None or any(e.code == "simulator_exception" for e in result.errors)
         if broken:
-            self.pool.discard(episode.simulator)  # its state is unknown: build anew
+            self.pool.discard(episode.simulator)
         else:
             self.pool.give_back(episode.task, episode.simulator)
+
+    def _hand_to_finisher(self, episode: LiveEpisode, ending: Ending) -> None:
+        self._release(episode, ending.result)
+        finisher = threading.Thread(
+            target=self._finish_off, args=(episode,), name="finisher", daemon=True
+        )
+        self._finishers = [t for t in self._finishers if t.is_alive()]
+        self._finishers.append(finisher)
+        finisher.start()
+
+    def _finish_off(self, episode: LiveEpisode) -> None:
+        """A finisher thread: the episode's clean-up, then its report."""
+        item = episode.item
+        try:
+            episode.steps.send(None)
+        except StopIteration as finished:
+            result: EpisodeResult = finished.value
+            self.report(
+                ("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb())
+            )
+        except Exception as exc:
+            self.report(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
+        else:
+            self.report(("crashed", item.case.case_id, item.attempt, "went on after its end"))
+        self.hub.wake()
+
+    def _ended(self, episode: LiveEpisode, result: EpisodeResult) -> None:
+        """An episode that ended without an `Ending` (it cleaned up on this thread)."""
+        self._release(episode, result)
         item = episode.item
         self.report(("finished", item.case.case_id, item.attempt, result.outcome, peak_rss_mb()))
 
     def _crash(self, episode: LiveEpisode, exc: Exception) -> None:
-        self.live.remove(episode)
-        self.pool.discard(episode.simulator)
+        self._release(episode, None)
         item = episode.item
         self.report(("crashed", item.case.case_id, item.attempt, repr(exc)[:500]))
 
+    def _join_finishers(self) -> None:
+        deadline = time.monotonic() + FINISHER_JOIN_S
+        for finisher in self._finishers:
+            finisher.join(timeout=max(0.0, deadline - time.monotonic()))
+
     def _abandon_all(self) -> None:
         """The worker is ending (a signal): each live episode unwinds its own clean-up
-        (actor stopped, closed notice, evidence closed) and writes no result. A start
-        still running on the starter thread is left to the process's end."""
-        for episode in list(self.live):
-            if episode is self.starting:
-                continue
-            with contextlib.suppress(Exception):
-                episode.steps.close()
-            self.live.remove(episode)
-            self.pool.discard(episode.simulator)
+        (actor stopped, closed notice, evidence closed), all at once, and writes no
+        result. A start still running on the starter thread is left to the process's
+        end."""
+        abandoned = [e for e in self.live if e is not self.starting]
+        closers = [
+            threading.Thread(target=_close_quietly, args=(e.steps,), daemon=True) for e in abandoned
+        ]
+        for closer in closers:
+            closer.start()
+        deadline = time.monotonic() + FINISHER_JOIN_S
+        for closer in closers:
+            closer.join(timeout=max(0.0, deadline - time.monotonic()))
+        for episode in abandoned:
+            self._release(episode, None)
+
+
+def _close_quietly(steps: EpisodeSteps) -> None:
+    with contextlib.suppress(Exception):
+        steps.close()

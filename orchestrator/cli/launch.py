@@ -212,8 +212,7 @@ def _execute(
         slots=slots,
         memory=memory or MemoryPolicy(),
     )
-    if not as_json:
-        _print_capacity(request.memory, workers, slots)
+    _print_capacity(request.memory, workers, slots)  # stderr: --json's stdout stays clean
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
         with Progress(

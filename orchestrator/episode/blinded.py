@@ -15,6 +15,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import (
+    Ending,
     EpisodeRequest,
     EpisodeRunner,
     EpisodeSteps,
@@ -179,6 +180,7 @@ def blinded_episode(
         elif on_launch_message is not None:
             on_launch_message(instructions)
         result = yield from prepared.runner.steps(prepared.request, transport, evidence)
+        yield Ending(result)  # the simulator is free; what follows does not touch it
         if record == "full":
             videos = video.finish()
             evidence.event("videos_written", videos={c: v.document() for c, v in videos.items()})

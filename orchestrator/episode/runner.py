@@ -130,19 +130,39 @@ class Awaiting:
     timeout_s: float
 
 
-# An episode as a generator: it yields each wait and returns its result. One driver
-# waits on one transport (`drive`); a worker's slots wait on many at once.
-EpisodeSteps = Generator[Awaiting, DecisionOutcome, EpisodeResult]
+@dataclass(frozen=True)
+class Ending:
+    """Yielded once the simulator is no longer needed, before the episode's own clean-up
+    (the actor's stop, video, evidence, the result written last): a worker with several
+    live episodes gives the simulator back and finishes the episode off its serving
+    thread. `result` is the runner's. Answer with None."""
+
+    result: EpisodeResult
+
+
+# An episode as a generator: it yields each wait (and its `Ending`) and returns its
+# result. One driver waits on one transport (`drive`); a worker's slots wait on many.
+EpisodeSteps = Generator["Awaiting | Ending", "DecisionOutcome | None", EpisodeResult]
 
 
 def drive(steps: EpisodeSteps) -> EpisodeResult:
-    """Run an episode alone: every wait is a blocking wait on its transport."""
+    """Run an episode alone: every wait is a blocking wait on its transport.
+
+    An error raised while waiting (the evidence cannot be written, say) is raised inside
+    the episode, where the runner types it, as if the wait were its own."""
     try:
         waiting = next(steps)
         while True:
-            outcome = waiting.transport.await_decision(
-                waiting.delivery, waiting.limits, waiting.timeout_s
-            )
+            if isinstance(waiting, Ending):
+                waiting = steps.send(None)
+                continue
+            try:
+                outcome = waiting.transport.await_decision(
+                    waiting.delivery, waiting.limits, waiting.timeout_s
+                )
+            except Exception as exc:
+                waiting = steps.throw(exc)
+                continue
             waiting = steps.send(outcome)
     except StopIteration as finished:
         result: EpisodeResult = finished.value
@@ -277,7 +297,7 @@ class EpisodeRunner:
         evidence: EpisodeEvidence,
         state: _State,
         t0: float,
-    ) -> Generator[Awaiting, DecisionOutcome, int]:
+    ) -> Generator[Awaiting | Ending, DecisionOutcome | None, int]:
         try:
             return (yield from self._decisions(request, start, transport, evidence, state, t0))
         finally:
@@ -292,7 +312,7 @@ class EpisodeRunner:
         evidence: EpisodeEvidence,
         state: _State,
         t0: float,
-    ) -> Generator[Awaiting, DecisionOutcome, int]:
+    ) -> Generator[Awaiting | Ending, DecisionOutcome | None, int]:
         settings = self.settings
         c = state.counters
         control_cap = settings.control_cap(request.reference_horizon)
@@ -353,7 +373,10 @@ class EpisodeRunner:
             timeout = settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
-            decision = yield Awaiting(transport, delivery, limits, timeout)
+            answer = yield Awaiting(transport, delivery, limits, timeout)
+            if answer is None:
+                raise TypeError("a wait for a decision was answered with nothing")
+            decision: DecisionOutcome = answer
             CLOCK.begin_cycle()
             if isinstance(decision, TimedOut):
                 if wall_left is not None and wall_left <= settings.response_timeout_s:

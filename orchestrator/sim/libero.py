@@ -134,6 +134,21 @@ class _GatedSensor:
         return getattr(self._sensor, name)
 
 
+def _free_render_context(context: Any) -> None:
+    """Free a render context's GL objects now, in its own GL context.
+
+    robosuite frees them in `__del__`, in whichever GL context is current on the thread
+    the collector happens to run: in a worker with several envs, another env's, whose
+    textures and buffers (the same object names in every context) it then deletes.
+    Freed here, the later `__del__` finds nothing left to free.
+    """
+    if context is None or getattr(context, "gl_ctx", None) is None:
+        return
+    context.gl_ctx.make_current()
+    context.con.free()
+    context.gl_ctx.free()
+
+
 def _rebind_render_context(context: Any, sim: Any) -> None:
     """Hand a built offscreen render context to a new simulator of the same model.
 
@@ -223,7 +238,8 @@ class _SceneCache:
         # one: freeing a context releases whichever GL context is current.
         context = kept.pop() if kept else None
         if key != context_key:
-            context = None  # the last reference: freed here
+            _free_render_context(context)
+            context = None
         if key != self._key:
             with _PRISTINE_LOCK:
                 before = _PRISTINE.compiled
@@ -476,6 +492,9 @@ class LiberoAdapter:
     def _close_env(self) -> None:
         if self._env is not None:
             try:
+                sim = self._env.env.sim
+                if sim is not None:
+                    _free_render_context(sim._render_context_offscreen)
                 self._env.close()
             finally:
                 self._env = None

@@ -19,7 +19,13 @@ from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
 from mailroom.mailbox.publish import document_bytes, publish_all_to_outbox, publish_to_outbox
 from mailroom.mailbox.quota import Usage, endpoint_usage
-from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence, StrayResponse
+from mailroom.mailbox.receiver import (
+    Reception,
+    ResponseReceiver,
+    Silence,
+    StrayResponse,
+    response_sequence,
+)
 from mailroom.mailbox.watcher import (
     DEFAULT_SCAN_INTERVAL,
     POLLING_INTERVAL,
@@ -72,6 +78,7 @@ class MailboxTransport:
             scan_interval=scan_interval,
             polling_interval=polling_interval,
             hub=hub,
+            counts=lambda name: response_sequence(name) is not None,
         )
         self.receiver = ResponseReceiver(
             self.endpoint, evidence.directory / "responses", self.watcher
