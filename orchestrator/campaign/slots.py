@@ -70,9 +70,12 @@ class SimulatorPool:
         kept = self.idle.get(task)
         return kept.pop() if kept else None
 
-    def take_any_idle(self) -> Simulator | None:
-        for kept in self.idle.values():
-            if kept:
+    def take_any_idle(
+        self, unless: set[TaskKey] | frozenset[TaskKey] = frozenset()
+    ) -> Simulator | None:
+        """An idle simulator of any task but those in `unless`."""
+        for task, kept in self.idle.items():
+            if kept and task not in unless:
                 return kept.pop()
         return None
 
@@ -283,6 +286,12 @@ class LiveEpisodes:
         reused = self.pool.take_idle(task)
         if reused is not None:
             return reused, False
+        # An idle simulator whose task has no work left here is rebuilt for this one: a
+        # build either way, without holding more memory.
+        waiting = {task_key(w.case) for w in self.pending}
+        spare = self.pool.take_any_idle(unless=waiting)
+        if spare is not None:
+            return spare, False
         if self._memory_allows():
             return self.pool.build(self._control_cap(item)), True
         other = self.pool.take_any_idle()  # rebuilt for this task: no memory added
