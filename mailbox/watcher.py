@@ -342,13 +342,10 @@ class InboxWatcher:
         """
         deadline = time.monotonic() + timeout
         while True:
-            # Clear before looking, so an event between the look and the wait is kept.
-            self._event.clear()
-            self._check_observer()
-            found = check()
+            # `poll` clears the event before it looks: one between the look and the
+            # wait is kept.
+            found = self.poll(check)
             if found is not None:
-                self.found_at = time.perf_counter()
-                self.found_monotonic = time.monotonic()
                 return found
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.mailbox.watcher import FALLBACK_SCAN_INTERVAL, FallbackReason, InboxWatcher
+from test_mailbox_watcher import _max_queued_events
 
 
 def _arrive(inbox: Path, name: str) -> None:
@@ -106,14 +107,31 @@ def test_a_dead_reader_makes_every_watcher_fall_back_to_scanning(tmp_path: Path)
             watcher.stop()
 
 
-def test_a_queue_overflow_reaches_every_watcher(tmp_path: Path) -> None:
+def test_a_kernel_queue_overflow_in_one_inbox_reaches_every_watcher(tmp_path: Path) -> None:
+    """A real IN_Q_OVERFLOW, caused in one inbox while the hub's reader is held off:
+    the kernel queue is the hub's, so every watcher on it falls back to scanning."""
     hub = InboxHub()
     watchers = _watchers(tmp_path, hub, 2)
     try:
-        for watcher in watchers:
-            watcher.note_overflow()  # what the hub's callback does on IN_Q_OVERFLOW
-            watcher.poll(lambda: None)
-            assert watcher.fallback_reason is FallbackReason.QUEUE_OVERFLOW
+        reader = hub._fd
+        assert reader is not None
+        here, there = watchers[0].inbox / ".x", watchers[0].inbox / ".y"
+        here.touch()
+        with reader._lock:  # the reader takes this lock around every read
+            # Moves back and forth: never two alike in a row, so none coalesce.
+            for _ in range(_max_queued_events() + 5000):
+                os.rename(here, there)
+                here, there = there, here
+        deadline = time.monotonic() + 10
+        while any(w.fallback_reason is None for w in watchers) and time.monotonic() < deadline:
+            hub.wait(0.05)
+            for watcher in watchers:
+                watcher.poll(lambda: None)
+        assert [w.fallback_reason for w in watchers] == [FallbackReason.QUEUE_OVERFLOW] * 2
+        # Scanning still finds a response in the other inbox.
+        _arrive(watchers[1].inbox, "resp-1.json")
+        target = watchers[1].inbox / "resp-1.json"
+        assert watchers[1].poll(lambda: True if target.exists() else None) is True
     finally:
         for watcher in watchers:
             watcher.stop()
