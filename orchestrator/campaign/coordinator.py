@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent
@@ -227,6 +227,12 @@ def run_work(
                 proc.join(timeout=10)
     for case_id, attempt in sorted(in_flight):
         lost.append((case_id, attempt, "worker process ended during the episode"))
+    return record_lost(run, lost)
+
+
+def record_lost(run: RunDirectory, lost: list[tuple[str, int, str]]) -> WorkOutcome:
+    """Record each attempt that ended without a result as interrupted (`worker_lost`),
+    from the events its run directory holds."""
     unrecorded: list[tuple[str, str]] = []
     for case_id, attempt, reason in lost:
         try:
@@ -234,3 +240,28 @@ def run_work(
         except OSError as exc:  # the run directory itself failed: say so, write nothing half
             unrecorded.append((f"{case_id}-a{attempt}", f"{reason}; recording it failed: {exc}"))
     return WorkOutcome(lost=lost, unrecorded=unrecorded)
+
+
+class Executor(Protocol):
+    """Where a launch's work runs: worker processes on this machine, or a cluster."""
+
+    def describe(self) -> dict[str, Any]:
+        """What the run's `launched`/`resumed` event records of it."""
+
+    def run(
+        self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+    ) -> WorkOutcome:
+        """Run `work` and record every attempt that ended without a result."""
+
+
+@dataclass(frozen=True)
+class LocalExecutor:
+    """Worker processes on this machine (the default)."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"executor": "local"}
+
+    def run(
+        self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+    ) -> WorkOutcome:
+        return run_work(config, work, workers, listener)

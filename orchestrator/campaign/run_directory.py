@@ -20,6 +20,7 @@ from typing import Any
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.episode.evidence import (
+    DISCLOSING_EVENTS,
     EVENTS_FILE,
     RESULT_FILE,
     append_private_line,
@@ -58,7 +59,7 @@ class AttemptRecord:
             return False
         logged = events.read_bytes()
         # The first publication is announced before it starts (mailbox transport).
-        return b'"first_observation_publishing"' in logged or b'"observation_published"' in logged
+        return any(f'"{kind}"'.encode() in logged for kind in DISCLOSING_EVENTS)
 
 
 def read_result(path: Path) -> EpisodeResult | CorruptResult:

@@ -39,6 +39,7 @@ from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.blinded import blinded_episode
+from mailroom.orchestrator.episode.evidence import EventMirror
 from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
 from mailroom.orchestrator.perf.process_memory import peak_rss_mb, rss_mb
 from mailroom.orchestrator.results.documents import EpisodeResult
@@ -146,8 +147,10 @@ class LiveEpisodes:
         open_simulator: SimulatorFactory,
         report: Report,
         admission: Admission,
+        mirror: EventMirror | None = None,
     ) -> None:
         self.config = config
+        self.mirror = mirror
         self.settings = config.settings
         self.slots = max(1, int(config.slots))
         self.report = report
@@ -332,6 +335,7 @@ class LiveEpisodes:
             limits=config.limits,
             on_launch_message=functools.partial(self._forward_launch, item),
             hub=self.hub,
+            mirror=self.mirror,
         )
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)

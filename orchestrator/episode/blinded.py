@@ -13,7 +13,7 @@ from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import reference_horizon
-from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence, EventMirror
 from mailroom.orchestrator.episode.runner import (
     Ending,
     EpisodeRequest,
@@ -70,6 +70,7 @@ def _prepare(
     run_dir: Path,
     confinement: ConfinementSettings,
     video: FrameSink | None = None,
+    mirror: EventMirror | None = None,
 ) -> _Prepared:
     """Checks first (nothing is created if the configuration is wrong), then evidence."""
     runner = EpisodeRunner(adapter, settings, video)
@@ -84,7 +85,7 @@ def _prepare(
         reference_horizon=horizon,
         confinement=ConfinementRecord.of(confinement),
     )
-    evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id)
+    evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id, mirror)
     return _Prepared(runner, request, evidence)
 
 
@@ -137,18 +138,27 @@ def blinded_episode(
     record: RecordMode = "full",
     limits: ActorLimits | None = None,
     hub: InboxHub | None = None,
+    mirror: EventMirror | None = None,
 ) -> EpisodeSteps:
     """`run_blinded_episode` as a generator that yields each wait (see `runner.drive`).
 
     With a `hub`, the inbox is watched by the hub's one reader rather than a thread of
     its own: a worker serving several live episodes waits on the hub for all of them.
+    A `mirror` hears each line of the attempt's event log as it is written.
     """
     confinement = (
         ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
     )
     video = EpisodeVideo(run_dir / "episodes" / case.attempt_id(attempt), CAMERAS)
     prepared = _prepare(
-        case, attempt, settings, adapter, run_dir, confinement, video if record == "full" else None
+        case,
+        attempt,
+        settings,
+        adapter,
+        run_dir,
+        confinement,
+        video if record == "full" else None,
+        mirror,
     )
     adapter.record_frames = record == "full"
     evidence = prepared.evidence

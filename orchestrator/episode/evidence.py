@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mailroom.mailbox.publish import publish_bytes, publish_json
 from mailroom.orchestrator.results.documents import EpisodeResult
@@ -21,6 +22,9 @@ STEPS_FILE = "steps.jsonl"
 # The run directory is the orchestrator's alone (`mailroom` also runs with umask 077).
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+# The events that announce or record an observation going out to the actor: an attempt
+# that logged one may have been seen, and is never silently re-run.
+DISCLOSING_EVENTS = ("first_observation_publishing", "observation_published")
 
 
 def make_private_dir(path: Path) -> None:
@@ -44,17 +48,36 @@ def event_line(kind: str, /, **fields: Any) -> str:
 def append_private_line(path: Path, line: str) -> None:
     """Append one whole line to a private log and fsync it: a run's own records (its
     events, an attempt's disclosures) are on disk before the command says so."""
+    append_private_lines(path, [line])
+
+
+def append_private_lines(path: Path, lines: Sequence[str], *, durable: bool = True) -> None:
+    """Append whole lines to a private log in one write, fsynced if `durable`."""
     fd = open_private_log(path)
     try:
-        os.write(fd, line.encode("utf-8"))
-        os.fsync(fd)
+        data = memoryview("".join(lines).encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data) :]
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
+class EventMirror(Protocol):
+    """Hears every line of an attempt's event log once it is written (a cluster worker
+    forwards them to the run directory on the driver)."""
+
+    def lines(self, attempt_id: str, lines: Sequence[str], *, disclosing: bool) -> None:
+        """`disclosing`: the attempt's first disclosing event is among `lines`; return
+        only once the copy is durable, for the actor sees an observation next."""
+
+
 class EpisodeEvidence:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, mirror: EventMirror | None = None) -> None:
         self.directory = directory
+        self._mirror = mirror
+        self._disclosed = False
         make_private_dir(self.directory)
         (self.directory / "observations").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         (self.directory / "responses").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
@@ -68,9 +91,12 @@ class EpisodeEvidence:
 
         A record that is not JSON (a NaN, say) raises before anything is written."""
         line = event_line(kind, **fields)
-        self.write_deferred_events()
-        self._events.write(line)
+        lines = [*self._deferred_lines(), line]
+        self._events.writelines(lines)
         self._events.flush()
+        disclosing = kind in DISCLOSING_EVENTS and not self._disclosed
+        self._disclosed = self._disclosed or disclosing
+        self._mirror_lines(lines, disclosing=disclosing)
 
     def defer_event(self, kind: str, /, **fields: Any) -> None:
         """An event stamped now but written with the next `event` (or at `close`).
@@ -82,14 +108,23 @@ class EpisodeEvidence:
         self._deferred_events.append({"t": round(time.time(), 6), "event": kind, **fields})
 
     def write_deferred_events(self) -> None:
-        if self._deferred_events:
-            lines = [
-                json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
-                for record in self._deferred_events
-            ]
-            self._deferred_events = []
+        lines = self._deferred_lines()
+        if lines:
             self._events.writelines(lines)
             self._events.flush()
+            self._mirror_lines(lines, disclosing=False)
+
+    def _deferred_lines(self) -> list[str]:
+        lines = [
+            json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+            for record in self._deferred_events
+        ]
+        self._deferred_events = []
+        return lines
+
+    def _mirror_lines(self, lines: list[str], *, disclosing: bool) -> None:
+        if self._mirror is not None:
+            self._mirror.lines(self.directory.name, lines, disclosing=disclosing)
 
     def step(self, record: dict[str, Any]) -> None:
         """One executed control (LeRobot-style step row), kept until `write_steps`.
