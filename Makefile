@@ -18,7 +18,7 @@ $(STAMP): $(SOURCES) $(LOCK)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev,ray]' --config-settings editable_mode=strict
 	@# robosuite's documented one-time set-up: a private macros file equal to its defaults
 	@# (no behaviour changes; it only stops the warning printed at every import).
 	@$(BIN)/python -c "import os, shutil, robosuite; d = robosuite.__path__[0]; \
@@ -42,10 +42,10 @@ system-deps:
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# `make lock` rewrites $(LOCK) from pyproject.toml ([project].dependencies and the dev
-# extra) for CPython 3.11 on Linux x86_64, with every file's sha256. uv keeps each version
-# the lock already holds unless pyproject.toml rules it out; to move one on, delete its
-# lines from $(LOCK) first. uv itself, pinned, gets a venv of its own under $(VENV)/tools
+# `make lock` rewrites $(LOCK) from pyproject.toml ([project].dependencies, the dev and
+# the ray extras) for CPython 3.11 on Linux x86_64, with every file's sha256. uv keeps
+# each version the lock already holds unless pyproject.toml rules it out; to move one
+# on, delete its lines from $(LOCK) first. uv itself, pinned, gets a venv of its own under $(VENV)/tools
 # (made on first use; `make clean` removes it with the rest). Needs the package index.
 UV_VERSION := 0.13.9
 UV_VENV := $(VENV)/tools/uv
@@ -56,7 +56,7 @@ $(UV):
 	$(UV_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
 
 lock: $(UV)
-	$(UV) pip compile --quiet pyproject.toml --extra dev --generate-hashes \
+	$(UV) pip compile --quiet pyproject.toml --extra dev --extra ray --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 
 demo: $(STAMP)

@@ -59,7 +59,8 @@ def lock() -> dict[str, Locked]:
 
 def declared() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    names = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    extras = project["optional-dependencies"]
+    names = [*project["dependencies"], *extras["dev"], *extras["ray"]]
     return [Requirement(name) for name in names]
 
 

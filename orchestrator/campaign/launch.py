@@ -3,7 +3,8 @@
 Under the run's lock: the manifest is written (a first launch) or checked against the
 run's own (a resume: a conflicting one is refused); attempts an actor may have seen
 are recorded as interrupted, never silently re-run; the scheduled work runs in worker
-processes; and every attempt that ended without a result is recorded.
+processes or on a cluster (`Executor`); and every attempt that ended without a result is
+recorded.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.campaign.admission import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
+    Executor,
     LaunchConfig,
     Listener,
+    LocalExecutor,
     WorkOutcome,
-    run_work,
     schedule,
 )
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
@@ -64,15 +66,33 @@ class CampaignRequest:
     # changes what an episode records: they are on the launch's event, not the manifest.
     slots: int = 1
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    # Where the work runs (this machine, or a Ray cluster): on the launch's event too.
+    executor: Executor = field(default_factory=LocalExecutor)
 
 
-def last_slots(run: RunDirectory) -> int:
-    """The slots per worker of the run's last launch or resume (1 before slots existed)."""
+@dataclass(frozen=True)
+class LastLaunch:
+    """How the run's last launch or resume ran: what a resume reuses by default."""
+
+    slots: int = 1
+    executor: str = "local"
+    ray_address: str | None = None
+
+
+def last_launch(run: RunDirectory) -> LastLaunch:
+    """The last `launched`/`resumed` event's slots and executor (1 and local before
+    either was recorded)."""
     for event in reversed(run.events()):
         if event.get("event") in ("launched", "resumed"):
             slots = event.get("slots", 1)
-            return slots if isinstance(slots, int) and slots >= 1 else 1
-    return 1
+            executor = event.get("executor", "local")
+            address = event.get("ray_address")
+            return LastLaunch(
+                slots=slots if isinstance(slots, int) and slots >= 1 else 1,
+                executor=executor if executor in ("local", "ray") else "local",
+                ray_address=address if isinstance(address, str) else None,
+            )
+    return LastLaunch()
 
 
 def refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
@@ -122,6 +142,7 @@ def run_campaign(
             "slots": request.slots,
             "memory_margin": request.memory.margin,
             "max_memory_mb": request.memory.max_memory_mb,
+            **request.executor.describe(),
         }
         if run.exists():
             check_compatible(run.read_manifest(), manifest)
@@ -156,6 +177,6 @@ def run_campaign(
             memory=request.memory,
         )
         on_scheduled(len(planned.work))
-        outcome = run_work(config, planned.work, request.workers, listener)
+        outcome = request.executor.run(config, planned.work, request.workers, listener)
         run.event("launch_finished")
     return outcome

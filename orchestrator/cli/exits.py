@@ -11,3 +11,4 @@ EXIT_CONFLICT = 5  # a conflicting manifest, or a run already in use
 EXIT_LEAKS = 6  # the audit found private context where an actor could read it
 EXIT_INFRASTRUCTURE = 7  # the run directory failed (full, read-only)
 EXIT_UNVERIFIABLE = 8  # the audit could not read everything it must check
+EXIT_CLUSTER = 9  # the cluster cannot run the launch (Ray missing or unreachable, no room)

@@ -28,7 +28,9 @@ from mailroom.orchestrator.campaign.admission import (
     MemoryUnknownError,
     capacity,
 )
+from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
 from mailroom.orchestrator.cli.exits import (
+    EXIT_CLUSTER,
     EXIT_CONFLICT,
     EXIT_INCOMPLETE,
     EXIT_INFRASTRUCTURE,
@@ -125,8 +127,43 @@ def print_launch_message(out: Console, text: str, private_copy: Path) -> None:
     out.print("----- end of launch message -----", markup=False, highlight=False)
 
 
+# What a cluster executor says of its workers (`cluster/executor.py`).
+WORKER_EVENTS = (
+    "worker_ready",
+    "worker_refused",
+    "worker_lost",
+    "worker_failed",
+    "evidence_refused",
+)
+
+
+def print_worker_event(out: Console, kind: str, payload: tuple[Any, ...]) -> None:
+    if kind == "worker_ready":
+        place = payload[0]
+        out.print(
+            f"worker {place.index} ready on {escape(place.hostname)} "
+            f"(Ray node {place.node_id[:12]}, pid {place.pid})",
+            highlight=False,
+        )
+    elif kind == "evidence_refused":
+        out.print(
+            f"[red]evidence refused:[/red] {escape(str(payload[0]))}: {escape(str(payload[1]))}",
+            highlight=False,
+        )
+    else:
+        words = {"worker_refused": "did not start", "worker_lost": "was lost"}
+        said = words.get(kind, "failed")
+        out.print(
+            f"[yellow]worker {payload[0]} {said}:[/yellow] {escape(str(payload[1]))}",
+            highlight=False,
+        )
+
+
 def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], run_dir: Path) -> Any:
     def listen(kind: str, payload: tuple[Any, ...]) -> None:
+        if kind in WORKER_EVENTS:
+            print_worker_event(progress.console, kind, payload)
+            return
         if kind == "launch_message":
             case_id, attempt, text = payload[0], payload[1], payload[2]
             copy = run_dir / "episodes" / f"{case_id}-a{attempt}" / "launch_message.json"
@@ -165,6 +202,8 @@ def _execute(
     confinement: ConfinementSettings,
     slots: int = 1,
     memory: MemoryPolicy | None = None,
+    executor: str = "local",
+    ray_address: str = "auto",
 ) -> None:
     from mailroom.orchestrator.campaign.launch import (
         CampaignRequest,
@@ -175,6 +214,7 @@ def _execute(
     from mailroom.orchestrator.campaign.manifest import ManifestConflictError
     from mailroom.orchestrator.campaign.run_directory import RunLockedError
     from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
+    from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
     try:
@@ -187,6 +227,7 @@ def _execute(
         raise click.UsageError(str(exc)) from exc
     declaration = _load_profile(profile)
     limits = ActorLimits.model_validate(declaration.get("limits", {}))
+    chosen = _executor(executor, ray_address, workers, slots)
     request = CampaignRequest(
         run_dir=run_dir,
         plan=plan,
@@ -211,8 +252,10 @@ def _execute(
         rerun_errored=rerun_errored,
         slots=slots,
         memory=memory or MemoryPolicy(),
+        executor=chosen,
     )
-    _print_capacity(request.memory, workers, slots)  # stderr: --json's stdout stays clean
+    if executor == "local":
+        _print_capacity(request.memory, workers, slots)  # stderr: --json's stdout stays clean
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
         with Progress(
@@ -232,6 +275,9 @@ def _execute(
     except (ManifestConflictError, RunLockedError) as exc:
         console.print(f"[red]refused:[/red] {exc}")
         sys.exit(EXIT_CONFLICT)
+    except ClusterUnavailableError as exc:
+        console.print(f"[red]cluster unavailable:[/red] {escape(str(exc))}", highlight=False)
+        sys.exit(EXIT_CLUSTER)
     except OSError as exc:
         console.print(f"[red]infrastructure error:[/red] the run directory failed: {exc}")
         sys.exit(EXIT_INFRASTRUCTURE)
@@ -246,6 +292,30 @@ def _execute(
         print_report(report)
         console.print(f"run directory (private): {run_dir}")
     sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def _executor(name: str, ray_address: str, workers: int, slots: int) -> Executor:
+    """The launch's executor; a cluster is reached and checked before anything is
+    written (exit 9 if it cannot place the workers)."""
+    if name == "local":
+        return LocalExecutor()
+    from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
+    from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+
+    ray_executor = RayExecutor(ray_address)
+    try:
+        nodes = ray_executor.check(workers, slots)
+    except ClusterUnavailableError as exc:
+        console.print(f"[red]cluster unavailable:[/red] {escape(str(exc))}", highlight=False)
+        sys.exit(EXIT_CLUSTER)
+    declared = sum(n.slots for n in nodes)
+    console.print(
+        f"Ray cluster at {escape(ray_address)}: {len(nodes)} node(s), {declared:g} "
+        f"{SLOT_RESOURCE}; live episodes: at most {workers * slots} ({workers} worker(s) x "
+        f"{slots} slot(s)), each worker on one node",
+        highlight=False,
+    )
+    return ray_executor
 
 
 def _print_capacity(policy: MemoryPolicy, workers: int, slots: int) -> None:
@@ -303,6 +373,27 @@ def _slots_option(default: int | None) -> Callable[[F], F]:
         help="Live episodes per worker: while one actor thinks, the worker serves the "
         "others (each has its own simulator, endpoint and sandboxed actor).",
     )
+
+
+def _executor_options(default: str | None) -> Callable[[F], F]:
+    def apply(function: F) -> F:
+        function = click.option(
+            "--ray-address",
+            default=None,
+            help="With --executor ray: the Ray cluster's address (default: auto, the "
+            "cluster this machine belongs to).",
+        )(function)
+        return click.option(
+            "--executor",
+            type=click.Choice(["local", "ray"]),
+            default=default,
+            show_default=default is not None,
+            help="Where the workers run: worker processes on this machine, or Ray actors "
+            "on a Ray cluster (each on one node, with --slots of its mailroom_slot "
+            "resource; see docs/cluster.md).",
+        )(function)
+
+    return apply
 
 
 def _memory_policy(max_memory: str | None) -> MemoryPolicy:
@@ -407,6 +498,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @_slots_option(1)
 @_memory_option
+@_executor_options("local")
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
 @json_option("Print the report as JSON.")
 def launch(
@@ -420,6 +512,8 @@ def launch(
     workers: int,
     slots: int,
     max_memory: str | None,
+    executor: str,
+    ray_address: str | None,
     record: RecordMode,
     as_json: bool,
     **options: Any,
@@ -442,6 +536,13 @@ def launch(
     actor_command = shlex.split(actor) if actor is not None else None
     if actor_command == []:
         raise click.UsageError("--actor is empty")
+    if ray_address is not None and executor != "ray":
+        raise click.UsageError("--ray-address goes with --executor ray")
+    if executor == "ray" and actor_command is None:
+        raise click.UsageError(
+            "--executor ray needs --actor: an actor runs on its episode's node, "
+            "started by the worker there"
+        )
     try:
         resolved = resolve_confinement(
             requested=cast(ConfinementMode | None, confinement),
@@ -465,6 +566,8 @@ def launch(
         confinement=resolved,
         slots=slots,
         memory=memory,
+        executor=executor,
+        ray_address=ray_address or "auto",
     )
 
 
@@ -480,6 +583,7 @@ def launch(
 @click.option("--workers", type=click.IntRange(min=1), default=None)
 @_slots_option(None)
 @_memory_option
+@_executor_options(None)
 @json_option("Print the report as JSON.")
 def resume(
     run_dir: Path,
@@ -488,18 +592,26 @@ def resume(
     workers: int | None,
     slots: int | None,
     max_memory: str | None,
+    executor: str | None,
+    ray_address: str | None,
     as_json: bool,
 ) -> None:
     """Continue RUN_DIR: skip completed cases, run unattempted ones, and record any
     attempt cut short after its actor saw observations as errored (interrupted).
 
-    Workers and slots default to the run's last launch or resume."""
-    from mailroom.orchestrator.campaign.launch import last_slots
+    Workers, slots and the executor (with its Ray address) default to the run's last
+    launch or resume."""
+    from mailroom.orchestrator.campaign.launch import last_launch
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
 
     run = RunDirectory(run_dir)
     if not run.exists():
         raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    last = last_launch(run)
+    executor = executor or last.executor
+    if ray_address is not None and executor != "ray":
+        raise click.UsageError("--ray-address goes with --executor ray")
+    ray_address = ray_address or (last.ray_address if last.executor == "ray" else None)
     manifest = run.read_manifest()
     volatile = manifest["volatile"]
     settings = RunSettings.model_validate(manifest["settings"])
@@ -515,6 +627,8 @@ def resume(
         rerun_errored=rerun_errored,
         as_json=as_json,
         confinement=settings_of_run(manifest),
-        slots=slots or last_slots(run),
+        slots=slots or last.slots,
         memory=_memory_policy(max_memory),
+        executor=executor,
+        ray_address=ray_address or "auto",
     )

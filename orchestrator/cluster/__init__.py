@@ -1,0 +1,1 @@
+"""Running a campaign's work on a Ray cluster (`mailroom launch --executor ray`)."""
