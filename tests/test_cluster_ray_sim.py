@@ -329,3 +329,31 @@ def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
     resumes = [e for e in events if e["event"] == "resumed"]
     assert resumes and resumes[-1]["executor"] == "ray" and resumes[-1]["ray_address"] == cluster
     assert sandbox_processes_left(run_dir) == []
+
+
+def _launch(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    command = launch_command(
+        _fast_plan(tmp_path, "0"),
+        tmp_path / "run",
+        tmp_path / "mb",
+        f"python3 {ACTOR} {{endpoint}}",
+        *options,
+    )
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_a_cluster_without_room_or_answer_is_refused_before_anything_is_written(
+    cluster: str, tmp_path: Path
+) -> None:
+    # 3 workers of 2 slots: the two nodes declare 2 mailroom_slot each.
+    crowded = _launch(
+        tmp_path, "--executor", "ray", "--ray-address", cluster, "--workers", "3", "--slots", "2"
+    )
+    assert crowded.returncode == 9, crowded.stderr
+    said = " ".join(crowded.stderr.split())
+    assert "places 2 worker(s) of 2 slot(s), not 3" in said and SLOT_RESOURCE in said
+    silent = _launch(tmp_path, "--executor", "ray", "--ray-address", "127.0.0.1:1")
+    assert silent.returncode == 9 and "does not answer" in " ".join(silent.stderr.split())
+    assert not (tmp_path / "run").exists()
+    mixed = _launch(tmp_path, "--ray-address", cluster)
+    assert mixed.returncode == 2 and "--executor ray" in mixed.stderr

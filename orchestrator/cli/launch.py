@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import shlex
@@ -267,11 +268,14 @@ def _execute(
             disable=as_json,
         ) as progress:
             task = progress.add_task("starting", total=None)
-            outcome = run_campaign(
-                request,
-                _progress_listener(progress, task, counts, run_dir),
-                lambda n: progress.update(task, total=n),
-            )
+            # stdout carries the report alone: what a library prints meanwhile (Ray's
+            # driver prints its workers' deaths to stdout) goes to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                outcome = run_campaign(
+                    request,
+                    _progress_listener(progress, task, counts, run_dir),
+                    lambda n: progress.update(task, total=n),
+                )
     except (ManifestConflictError, RunLockedError) as exc:
         console.print(f"[red]refused:[/red] {exc}")
         sys.exit(EXIT_CONFLICT)

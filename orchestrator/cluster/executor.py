@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -56,6 +57,7 @@ WAIT_S = 1.0
 START_TIMEOUT_S = 300.0
 END_TIMEOUT_S = 90.0
 MAX_CONCURRENCY = 8
+CONNECT_TIMEOUT_S = 5.0
 
 
 def worker_memory_mb(slots: int) -> float:
@@ -71,6 +73,28 @@ def _ray() -> Any:
             "Ray is not installed: install mailroom's extra, pip install 'mailroom[ray]'"
         ) from exc
     return ray
+
+
+def _reachable(ray: Any, address: str) -> str:
+    """`host:port` of the cluster's head, which answers now (Ray itself would retry an
+    unreachable address for minutes)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+
+        resolved = str(canonicalize_bootstrap_address_or_die(address))
+    except Exception as exc:  # ConnectionError, ValueError, or Ray's own layout moved
+        raise ClusterUnavailableError(
+            f"no Ray cluster found at {address!r} (start one with `ray start --head`, or "
+            f"name its head with --ray-address HOST:PORT): {exc}"
+        ) from exc
+    host, _, port = resolved.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise ClusterUnavailableError(
+            f"the Ray cluster's head at {resolved} does not answer: {exc}"
+        ) from exc
+    return resolved
 
 
 @dataclass(frozen=True)
@@ -97,12 +121,9 @@ class RayExecutor:
     def connect(self) -> Any:
         ray = _ray()
         if not ray.is_initialized():
+            resolved = _reachable(ray, self.address)
             try:
-                ray.init(
-                    address=self.address,
-                    logging_level=logging.WARNING,
-                    log_to_driver=False,
-                )
+                ray.init(address=resolved, logging_level=logging.WARNING, log_to_driver=False)
             except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError
                 raise ClusterUnavailableError(f"no Ray cluster at {self.address!r}: {exc}") from exc
         return ray
