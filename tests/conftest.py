@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -46,6 +47,16 @@ def launch_command(
         actor,
         *options,
     ]
+
+
+def cli_plan(out: Path, kind: str, *options: str) -> Path:
+    """`mailroom plan --kind KIND [options] --out OUT`, as a user writes a plan."""
+    subprocess.run(
+        [mailroom_exe(), "plan", "--kind", kind, *options, "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    return out
 
 
 def files_under(root: Path) -> Iterable[Path]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import launch_command, mailroom_exe, sandbox_processes_left
+from conftest import cli_plan, launch_command, mailroom_exe, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.profiles import profile_dir
@@ -271,23 +271,13 @@ def test_a_killed_ray_worker_loses_only_its_live_attempt(
     assert sandbox_processes_left(run_dir, timeout_s=30) == []
 
 
-def _fast_plan(tmp: Path, task_ids: str) -> Path:
-    out = tmp / "plan.json"
-    subprocess.run(
-        [mailroom_exe(), "plan", "--kind", "fast", "--task-ids", task_ids, "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    return out
-
-
 def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
     cluster: str, tmp_path: Path, module_mailbox_root: Path
 ) -> None:
     run_dir, mailbox = tmp_path / "run", module_mailbox_root / "driver"
     actor = f"python3 {ACTOR} {{endpoint}} --think 6"
     command = launch_command(
-        _fast_plan(tmp_path, "0,1,2"),
+        cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0,1,2"),
         run_dir,
         mailbox,
         actor,
@@ -333,7 +323,7 @@ def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
 
 def _launch(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
     command = launch_command(
-        _fast_plan(tmp_path, "0"),
+        cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0"),
         tmp_path / "run",
         tmp_path / "mb",
         f"python3 {ACTOR} {{endpoint}}",

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, launch_command, mailroom_exe
+from conftest import REPO, cli_plan, launch_command
 from mailroom.mailbox.schemas import schema_errors
 
 pytestmark = pytest.mark.sim
@@ -45,13 +45,7 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 
 
 def _plan(tmp_path: Path) -> Path:
-    plan = tmp_path / "plan.json"
-    subprocess.run(
-        [mailroom_exe(), "plan", "--kind", "fast", "--out", str(plan)],
-        check=True,
-        capture_output=True,
-    )
-    return plan
+    return cli_plan(tmp_path / "plan.json", "fast")
 
 
 def _launch(plan: Path, run_dir: Path, mailbox: Path) -> subprocess.CompletedProcess[str]:

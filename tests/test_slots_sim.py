@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from conftest import (
     actor_started_events,
+    cli_plan,
     launch_command,
     mailroom_exe,
     sandbox_processes_left,
@@ -199,13 +200,7 @@ def _wait_for_actors(run_dir: Path, n: int, timeout_s: float) -> list[dict[str, 
 
 
 def _plan(tmp: Path) -> Path:
-    out = tmp / "dev.json"
-    subprocess.run(
-        [mailroom_exe(), "plan", "--kind", "development", "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    return out
+    return cli_plan(tmp / "dev.json", "development")
 
 
 def test_slots_run_the_development_plan_and_a_killed_actor_fails_its_episode_only(
@@ -243,12 +238,7 @@ def test_a_launch_killed_with_three_live_episodes_records_each_and_resume_comple
     tmp_path: Path, module_mailbox_root: Path
 ) -> None:
     run_dir, mailbox = tmp_path / "run", module_mailbox_root / "killed"
-    plan = tmp_path / "plan.json"
-    subprocess.run(
-        [mailroom_exe(), "plan", "--kind", "fast", "--task-ids", "0,1,2", "--out", str(plan)],
-        check=True,
-        capture_output=True,
-    )
+    plan = cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0,1,2")
     actor = f"python3 {ACTOR} {{endpoint}} --think 600"
     launch = subprocess.Popen(
         launch_command(plan, run_dir, mailbox, actor, "--slots", "3", "--record", "minimal"),

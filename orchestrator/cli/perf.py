@@ -75,6 +75,15 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Episodes of each slow-actor run (default: three times what memory holds live).",
 )
 @click.option("--no-slow", is_flag=True, help="Leave the slow-actor section out (it is long).")
+@click.option(
+    "--cluster-episodes",
+    type=click.IntRange(min=2),
+    default=8,
+    show_default=True,
+    help="Ray section: episodes run on 2 local workers, then on a 2-node Ray cluster.",
+)
+@click.option("--no-cluster", is_flag=True, help="Leave the Ray executor's section out.")
+@click.option("--only-cluster", is_flag=True, help="Run the Ray executor's section alone.")
 @json_option("Print one JSON object (headline keys plus details).")
 def bench(
     decisions: int,
@@ -85,12 +94,31 @@ def bench(
     short_think: float,
     slow_episodes: int | None,
     no_slow: bool,
+    cluster_episodes: int,
+    no_cluster: bool,
+    only_cluster: bool,
     as_json: bool,
 ) -> None:
     """Measure where each decision's time goes, on the real simulator (takes minutes;
     the slow-actor section, tens of minutes)."""
-    from mailroom.orchestrator.perf.decision_costs import SlowActorOptions, run_bench
+    from mailroom.orchestrator.perf.decision_costs import (
+        ClusterOptions,
+        SlowActorOptions,
+        run_bench,
+        run_cluster_bench,
+    )
 
+    cluster = None if no_cluster else ClusterOptions(episodes=cluster_episodes)
+    if only_cluster:
+        if cluster is None:
+            raise click.UsageError("--only-cluster and --no-cluster exclude each other")
+        with console.status("benchmarking: local executor, then a Ray cluster"):
+            alone = run_cluster_bench(cluster, mailbox_base, k)
+        if as_json:
+            sys.stdout.write(json.dumps(alone, indent=2) + "\n")
+        else:
+            _print_cluster(alone["details"]["cluster"])
+        return
     slow = None
     if not no_slow:
         slow = SlowActorOptions(think_s=think, short_think_s=short_think, episodes=slow_episodes)
@@ -102,6 +130,7 @@ def bench(
             progress=lambda what: status.update(f"benchmarking: {what}"),
             mailbox_base=mailbox_base,
             slow=slow,
+            cluster=cluster,
         )
     if as_json:
         sys.stdout.write(json.dumps(figures, indent=2) + "\n")
@@ -135,6 +164,8 @@ def bench(
         "speedup_vs_render_every_control",
         "workers_2_over_1",
         "peak_rss_mb_per_worker",
+        "ray_over_local_wall",
+        "ray_overhead_s_per_episode",
     ):
         if key not in figures:
             continue
@@ -187,3 +218,17 @@ def bench(
             f"{mx['further_simulator_mb']} MB, a worker with one episode "
             f"{mx['worker_with_one_episode_mb']} MB"
         )
+    if "cluster" in details:
+        _print_cluster(details["cluster"])
+
+
+def _print_cluster(figures: dict[str, Any]) -> None:
+    local, on_ray = figures["local"], figures["ray"]
+    first = figures["first_publication_ms_p50"]
+    console.print(
+        f"Ray executor: {figures['episodes']} episodes of {figures['decisions']} decisions "
+        f"on {figures['workers']} workers: local {local['wall_s']} s, Ray "
+        f"{on_ray['wall_s']} s ({figures['ray_over_local_wall']}x); "
+        f"{figures['overhead_s_per_episode']} s more per episode; first observation "
+        f"announced to published p50: local {first['local']} ms, Ray {first['ray']} ms"
+    )

@@ -42,6 +42,54 @@ class SlowActorOptions:
     short_episodes: int | None = 24
 
 
+@dataclass(frozen=True)
+class ClusterOptions:
+    """The Ray executor's section: `episodes` of `decisions` each, on `workers` workers
+    locally, then on a Ray cluster of as many one-slot nodes started here."""
+
+    episodes: int = 8
+    workers: int = 2
+    decisions: int = 10
+    think_s: float = 0.0
+
+
+def cluster_bench(
+    options: ClusterOptions, work: Path, mailboxes: Path, k: int = 5
+) -> dict[str, Any]:
+    from mailroom.orchestrator.perf.cluster_overhead import cluster_comparison
+
+    return cluster_comparison(
+        episodes=options.episodes,
+        workers=options.workers,
+        decisions=options.decisions,
+        k=k,
+        think_s=options.think_s,
+        workdir=work / "cluster",
+        mailbox_root=mailboxes / "cluster",
+    )
+
+
+def run_cluster_bench(
+    options: ClusterOptions, mailbox_base: Path | None = None, k: int = 5
+) -> dict[str, Any]:
+    """The cluster section alone (`mailroom bench --only-cluster`)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-mb-", dir=mailbox_base) as mb,
+    ):
+        os.chmod(mb, 0o711)
+        figures = cluster_bench(options, Path(tmp), Path(mb), k)
+    return _cluster_headline(figures)
+
+
+def _cluster_headline(figures: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ray_over_local_wall": figures["ray_over_local_wall"],
+        "ray_overhead_s_per_episode": figures["overhead_s_per_episode"],
+        "details": {"cluster": figures},
+    }
+
+
 def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path) -> dict[str, Any]:
     """The real orchestrator path with an instant actor process: phases per decision."""
     from mailroom.orchestrator.actors.confinement import ConfinementSettings
@@ -291,10 +339,11 @@ def run_bench(
     progress: Callable[[str], None] = lambda _: None,
     mailbox_base: Path | None = None,
     slow: SlowActorOptions | None = None,
+    cluster: ClusterOptions | None = None,
 ) -> dict[str, Any]:
     """`mailbox_base`: where the mailbox roots go (as `--mailbox-root` would put them);
     the system's temporary directory by default, like `mailroom launch`. `slow`: the
-    slow-actor section's settings (None: left out)."""
+    slow-actor section's settings, `cluster` the Ray executor's (None: left out)."""
     from mailroom.orchestrator.perf.detection import measure_detection
     from mailroom.orchestrator.perf.throughput import slow_actor_comparison
 
@@ -340,6 +389,10 @@ def run_bench(
                     mailbox_root=mailboxes / "slow",
                     label=label,
                 )
+        cluster_figures: dict[str, Any] = {}
+        if cluster is not None:
+            progress("the same episodes on the local executor, then on a Ray cluster")
+            cluster_figures = _cluster_headline(cluster_bench(cluster, work, mailboxes, k))
     headline_slow: dict[str, Any] = {}
     if slow_figures:
         mx = slow_figures["slow"]["multiplexed"]
@@ -350,8 +403,10 @@ def run_bench(
             "queue_delay_ms_p95": mx["queue_delay_ms_p95"],
             "live_episodes_reached": mx["max_live_episodes"],
         }
+    cluster_details = cluster_figures.pop("details", {})
     return {
         **headline_slow,
+        **cluster_figures,
         "overhead_share_of_cycle": overhead_share(mailbox),
         "overhead_ms_p50": mailbox["overhead"]["p50_ms"],
         "detect_ms_p50_inotify": inotify["p50_ms"],
@@ -385,6 +440,7 @@ def run_bench(
             "detection_inotify": inotify,
             "detection_polling": polling,
             "slow_actors": slow_figures,
+            **cluster_details,
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
             "mailbox_base": str(Path(mb).parent),
         },

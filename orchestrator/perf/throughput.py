@@ -35,6 +35,7 @@ from mailroom.orchestrator.campaign.admission import (
     capacity,
     machine_memory,
 )
+from mailroom.orchestrator.campaign.coordinator import Executor
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import percentile
@@ -97,13 +98,15 @@ def throughput_run(
     run_dir: Path,
     mailbox_root: Path,
     memory: MemoryPolicy | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """The real coordinator over `cases`: sandboxed diagnostic actors thinking
-    `think_s` per decision, `workers` x `slots`; figures of the whole run."""
+    `think_s` per decision, `workers` x `slots`; figures of the whole run. `executor`:
+    the local one by default."""
     from mailroom.orchestrator.actors.confinement import ConfinementSettings
     from mailroom.orchestrator.actors.launcher import process_launcher
     from mailroom.orchestrator.actors.profiles import profile_dir
-    from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
+    from mailroom.orchestrator.campaign.coordinator import LaunchConfig, LocalExecutor, Work
     from mailroom.orchestrator.campaign.manifest import build_manifest
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.plans import build_plan, render_plan
@@ -159,7 +162,11 @@ def throughput_run(
     )
     tally = _Tally()
     started = time.perf_counter()
-    lost = run_work(config, [Work(c, 1) for c in cases], workers, tally.hear).lost
+    lost = (
+        (executor or LocalExecutor())
+        .run(config, [Work(c, 1) for c in cases], workers, tally.hear)
+        .lost
+    )
     elapsed = time.perf_counter() - started
     if lost or len(tally.outcomes) != len(cases) or "error" in tally.outcomes:
         raise RuntimeError(f"throughput run {run_dir.name} had errors: {lost or tally.outcomes}")
