@@ -65,8 +65,18 @@ def assert_fits(text: str) -> None:
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= WIDTH, text
     assert "…" not in text
-    (header,) = [line for line in lines if line.split()[:1] == ["suite"]]
-    assert header.split() == ["suite", *COLUMNS]
+    # The counts' table, then the rates' with their intervals.
+    counts, rates = [line for line in lines if line.split()[:1] == ["suite"]]
+    assert counts.split() == ["suite", *COLUMNS]
+    assert rates.split() == [
+        "suite",
+        "rate/sel",
+        "95%",
+        "interval",
+        "rate/compl",
+        "95%",
+        "interval",
+    ]
     for short in COLUMNS:
         assert any(line.startswith(short + " ") or f"; {short} " in line for line in lines)
 
@@ -139,8 +149,9 @@ def test_the_table_fits_80_columns_with_both_rates(
     expected = ["5", "2", "1", "1", "2", "1", "20.0%", "50.0%", "0", "4"]
     assert row(text, "overall") == ["overall", *expected]
     assert row(text, "libero_10") == ["libero_10", *expected]
-    assert "overall success over selected: 1/5 (20.0%)\n" in text
-    assert "overall success over completed: 1/2 (50.0%)\n" in text
+    # Wilson 95%: 1/5 is 3.6-62.4%, 1/2 is 9.5-90.5% (as Newcombe's formula gives them).
+    assert "overall success over selected: 1/5 (20.0%, 95% interval 3.6-62.4%)\n" in text
+    assert "overall success over completed: 1/2 (50.0%, 95% interval 9.5-90.5%)\n" in text
     assert "incomplete: 1 of 5 selected cases unattempted" in text
 
 
@@ -255,6 +266,8 @@ def test_a_tally_whose_denominators_do_not_add_up_is_refused() -> None:
         {"completed": 3, "selected": 6},  # completed != success + failure
         {"corrupt": 3},  # more corrupt than errored
         {"success_rate_over_selected": 0.5},  # a rate that does not match its counts
+        # an interval that does not match its counts
+        {"success_rate_over_selected_interval": {"low": 0.0, "high": 1.0}},
     ):
         with pytest.raises(ValidationError):
             Tally.model_validate({**good, **broken})

@@ -200,12 +200,13 @@ def _register() -> None:
     from mailroom.orchestrator.cli.audit import register as register_audit
     from mailroom.orchestrator.cli.catalog import register as register_catalog
     from mailroom.orchestrator.cli.check import check_response
+    from mailroom.orchestrator.cli.compare import compare
     from mailroom.orchestrator.cli.export import export
     from mailroom.orchestrator.cli.launch import launch, resume
     from mailroom.orchestrator.cli.perf import bench
     from mailroom.orchestrator.cli.report import report, status
 
-    for command in (check_response, launch, resume, status, report, bench, export):
+    for command in (check_response, launch, resume, status, report, compare, bench, export):
         main.add_command(command)
     register_catalog(main)
     register_audit(main)

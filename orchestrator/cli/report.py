@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from mailroom.orchestrator.results.proportions import Interval
     from mailroom.orchestrator.results.reporter import Report, Tally
 
 
@@ -73,13 +74,44 @@ def report_table(report: Report) -> Table:
     return table
 
 
+def interval_text(interval: Interval | None) -> str:
+    """`23.1-88.2%`, or n/a without cases."""
+    if interval is None:
+        return "n/a"
+    return f"{interval.low:.1%}".rstrip("%") + f"-{interval.high:.1%}"
+
+
+def rates_table(report: Report) -> Table:
+    """Each suite's two success rates with their Wilson 95% intervals."""
+    table = Table(
+        title="success rates with Wilson 95% intervals",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1),
+    )
+    table.add_column("suite", overflow="fold")
+    for header in ("rate/sel", "95% interval", "rate/compl", "95% interval"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for name, t in [*sorted(report.suites.items()), ("overall", report.overall)]:
+        table.add_row(
+            name,
+            _percent(t.success_rate_over_selected),
+            interval_text(t.success_rate_over_selected_interval),
+            _percent(t.success_rate_over_completed),
+            interval_text(t.success_rate_over_completed_interval),
+        )
+    return table
+
+
 def overall_lines(t: Tally) -> list[str]:
-    """Both overall success rates in words, with their counts."""
+    """Both overall success rates in words, with their counts and intervals."""
     said = [
         f"overall success over selected: {t.success}/{t.selected} "
-        f"({_percent(t.success_rate_over_selected)})",
+        f"({_percent(t.success_rate_over_selected)}, 95% interval "
+        f"{interval_text(t.success_rate_over_selected_interval)})",
         f"overall success over completed: {t.success}/{t.completed} "
-        f"({_percent(t.success_rate_over_completed)})",
+        f"({_percent(t.success_rate_over_completed)}, 95% interval "
+        f"{interval_text(t.success_rate_over_completed_interval)})",
     ]
     if t.unattempted:
         running = f" ({t.in_progress} running now)" if t.in_progress else ""
@@ -98,6 +130,7 @@ def print_report(report: Report, out: Console = console) -> None:
     out.print(report_table(report))
     for line in legend():
         out.print(line, style="dim", highlight=False)
+    out.print(rates_table(report))
     for line in overall_lines(report.overall):
         out.print(line, highlight=False)
     if not report.capability_score:

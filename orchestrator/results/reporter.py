@@ -31,6 +31,7 @@ from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirec
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import parse_plan
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
+from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Standing = Literal["success", "failure", "errored", "unattempted"]
@@ -53,6 +54,11 @@ DEFINITIONS: dict[str, str] = {
     "in_progress": "unattempted cases whose attempt runs now (a launch holds the run)",
     "success_rate_over_selected": "success / selected (the headline of a complete run)",
     "success_rate_over_completed": "success / completed",
+    "interval": (
+        "Wilson score 95% confidence interval of a success rate (each case one Bernoulli "
+        "trial; the cases' initial states and seeds are not independent draws of a task "
+        "when a plan repeats a task)"
+    ),
     "not_blinded": "cases whose latest attempt was disclosed or ran not blinded",
     "not_confined": "cases whose latest attempt's actor was not in the orchestrator's sandbox",
 }
@@ -108,6 +114,9 @@ class Tally(BaseModel):
     not_confined: Count = 0
     success_rate_over_selected: Rate | None = None
     success_rate_over_completed: Rate | None = None
+    # Wilson 95% intervals of the two rates (None where the rate is).
+    success_rate_over_selected_interval: Interval | None = None
+    success_rate_over_completed_interval: Interval | None = None
     counters: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(SUMMED_COUNTERS, 0))
     provider_usage: str = "unknown (null in every result: a file mailbox cannot meter it)"
 
@@ -124,7 +133,34 @@ class Tally(BaseModel):
         rates = (self.success_rate_over_selected, self.success_rate_over_completed)
         if rates != (_rate(self.success, self.selected), _rate(self.success, self.completed)):
             raise ValueError("a success rate does not match its counts")
+        intervals = (
+            self.success_rate_over_selected_interval,
+            self.success_rate_over_completed_interval,
+        )
+        if intervals != _intervals(self.success, self.selected, self.completed):
+            raise ValueError("a success rate's interval does not match its counts")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _intervals_from_counts(cls, data: Any) -> Any:
+        """Intervals left out are computed from the counts (given ones are checked)."""
+        if isinstance(data, dict) and "success_rate_over_selected_interval" not in data:
+            counts = [data.get(k, 0) for k in ("success", "selected", "completed")]
+            if all(isinstance(n, int) and n >= 0 for n in counts) and counts[0] <= min(counts[1:]):
+                low, high = _intervals(*counts)
+                data = {
+                    **data,
+                    "success_rate_over_selected_interval": low,
+                    "success_rate_over_completed_interval": high,
+                }
+        return data
+
+
+def _intervals(
+    success: int, selected: int, completed: int
+) -> tuple[Interval | None, Interval | None]:
+    return wilson_interval(success, selected), wilson_interval(success, completed)
 
 
 def tally(cases: Sequence[CaseCount]) -> Tally:

@@ -1,0 +1,188 @@
+"""Two runs on the cases they share: both success rates with intervals, the discordant
+pairs and an exact McNemar test, per suite and overall.
+
+A case is paired when both runs hold a result for it (success, failure or errored; an
+errored case is not a success, as in the rate over selected). Cases unattempted in
+either run are left out and counted. Runs whose protocol settings differ measure
+different things: they are refused unless the caller allows it, and the differences
+are named either way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from mailroom.orchestrator.audit.disclosure import disclosed_attempts
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.plans import parse_plan
+from mailroom.orchestrator.results.proportions import Interval, mcnemar_exact, wilson_interval
+from mailroom.orchestrator.results.reporter import CaseCount, case_counts, latest_results
+from pydantic import BaseModel, ConfigDict
+
+# What an episode's outcome depends on besides the actor (the plan's cases apart).
+PROTOCOL_SETTINGS = (
+    "budget_mode",
+    "max_policy_calls",
+    "replan_interval",
+    "max_chunk",
+    "proprio",
+    "invalid_action_handling",
+)
+ALPHA = 0.05
+
+
+class SettingsDifferError(ValueError):
+    """The two runs' protocol settings or plan cases differ."""
+
+    def __init__(self, differences: dict[str, list[Any]]) -> None:
+        self.differences = differences
+        named = "; ".join(f"{k}: {v[0]!r} vs {v[1]!r}" for k, v in differences.items())
+        super().__init__(f"the runs' protocol settings differ ({named})")
+
+
+class ArmRate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    success: int
+    cases: int
+    rate: float | None
+    interval: Interval | None
+
+
+class PairedTally(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    paired: int
+    a: ArmRate
+    b: ArmRate
+    both_succeeded: int
+    only_a_succeeded: int
+    only_b_succeeded: int
+    neither_succeeded: int
+    p_value: float
+    verdict: str
+
+
+class Comparison(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_a: str
+    run_b: str
+    profile_a: str
+    profile_b: str
+    test: str = "exact McNemar (two-sided, conditional on the discordant pairs)"
+    alpha: float = ALPHA
+    settings_differences: dict[str, list[Any]]
+    shared_cases: int
+    only_in_a: int
+    only_in_b: int
+    left_out_unattempted: int
+    not_blinded_paired: int
+    suites: dict[str, PairedTally]
+    overall: PairedTally
+
+
+def _arm(success: int, cases: int) -> ArmRate:
+    return ArmRate(
+        success=success,
+        cases=cases,
+        rate=success / cases if cases else None,
+        interval=wilson_interval(success, cases),
+    )
+
+
+def verdict(only_a: int, only_b: int, p_value: float, paired: int) -> str:
+    """The comparison in one line of words."""
+    if paired == 0:
+        return "no case has a result in both runs: nothing to compare"
+    discordant = only_a + only_b
+    if discordant == 0:
+        return f"the runs agree on all {paired} paired cases: no discordant pair, no difference"
+    if p_value < ALPHA:
+        better, more = ("A", only_a) if only_a > only_b else ("B", only_b)
+        return (
+            f"{better} succeeds more often: {more} of {discordant} discordant pairs favour "
+            f"it (exact McNemar p = {p_value:.3g} < {ALPHA:g})"
+        )
+    return (
+        f"no difference detectable at the {ALPHA:.0%} level: {only_a} discordant pair(s) "
+        f"favour A, {only_b} favour B (exact McNemar p = {p_value:.3g})"
+    )
+
+
+def paired_tally(pairs: list[tuple[bool, bool]]) -> PairedTally:
+    both = sum(a and b for a, b in pairs)
+    only_a = sum(a and not b for a, b in pairs)
+    only_b = sum(b and not a for a, b in pairs)
+    p_value = mcnemar_exact(only_a, only_b)
+    return PairedTally(
+        paired=len(pairs),
+        a=_arm(both + only_a, len(pairs)),
+        b=_arm(both + only_b, len(pairs)),
+        both_succeeded=both,
+        only_a_succeeded=only_a,
+        only_b_succeeded=only_b,
+        neither_succeeded=len(pairs) - both - only_a - only_b,
+        p_value=p_value,
+        verdict=verdict(only_a, only_b, p_value, len(pairs)),
+    )
+
+
+class _Run:
+    def __init__(self, root: Path) -> None:
+        run = RunDirectory(root)
+        if not run.exists():
+            raise FileNotFoundError(f"{root} holds no manifest.json: not a run directory")
+        self.manifest = run.read_manifest()
+        self.plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
+        cases = self.plan.to_cases()
+        counts = case_counts(
+            cases, latest_results(run), disclosed_attempts(run), run_in_use=run.in_use()
+        )
+        self.by_case: dict[str, tuple[str, CaseCount]] = {
+            case.case_id: (case.suite, count) for case, count in zip(cases, counts, strict=True)
+        }
+
+
+def settings_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[Any]]:
+    sa, sb = a["settings"], b["settings"]
+    return {k: [sa.get(k), sb.get(k)] for k in PROTOCOL_SETTINGS if sa.get(k) != sb.get(k)}
+
+
+def compare_runs(run_a: Path, run_b: Path, *, allow_different_settings: bool = False) -> Comparison:
+    """Raises `SettingsDifferError` (unless allowed), `FileNotFoundError`, `ValueError`."""
+    a, b = _Run(run_a), _Run(run_b)
+    differences = settings_differences(a.manifest, b.manifest)
+    if a.plan.plan_sha256 != b.plan.plan_sha256:
+        cases_a, cases_b = set(a.by_case), set(b.by_case)
+        if cases_a != cases_b:
+            differences["plan cases"] = [len(cases_a), len(cases_b)]
+    if differences and not allow_different_settings:
+        raise SettingsDifferError(differences)
+    shared = [case_id for case_id in a.by_case if case_id in b.by_case]
+    by_suite: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    left_out = not_blinded = 0
+    for case_id in shared:
+        suite, count_a = a.by_case[case_id]
+        _, count_b = b.by_case[case_id]
+        if "unattempted" in (count_a.standing, count_b.standing):
+            left_out += 1
+            continue
+        not_blinded += not (count_a.blinded and count_b.blinded)
+        by_suite[suite].append((count_a.standing == "success", count_b.standing == "success"))
+    return Comparison(
+        run_a=str(a.manifest.get("run_id", run_a.name)),
+        run_b=str(b.manifest.get("run_id", run_b.name)),
+        profile_a=str(a.manifest["profile"]["name"]),
+        profile_b=str(b.manifest["profile"]["name"]),
+        settings_differences=differences,
+        shared_cases=len(shared),
+        only_in_a=len(a.by_case) - len(shared),
+        only_in_b=len(b.by_case) - len(shared),
+        left_out_unattempted=left_out,
+        not_blinded_paired=not_blinded,
+        suites={suite: paired_tally(pairs) for suite, pairs in sorted(by_suite.items())},
+        overall=paired_tally([pair for pairs in by_suite.values() for pair in pairs]),
+    )
