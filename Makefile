@@ -28,7 +28,8 @@ $(STAMP): $(SOURCES) $(LOCK)
 
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
 # headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
-# (standard library only) runs the built-in diagnostic actor inside the sandbox.
+# (standard library only) runs the built-in diagnostic actor inside the sandbox; chromium
+# is the browser the viewer's tests drive.
 system-deps:
 	@missing=""; \
 	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
@@ -36,6 +37,7 @@ system-deps:
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	ldconfig -p | grep -q 'libseccomp.so.2' || missing="$$missing libseccomp2"; \
 	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -205,8 +205,9 @@ def _register() -> None:
     from mailroom.orchestrator.cli.launch import launch, resume
     from mailroom.orchestrator.cli.perf import bench
     from mailroom.orchestrator.cli.report import report, status
+    from mailroom.orchestrator.cli.view import view
 
-    for command in (check_response, launch, resume, status, report, compare, bench, export):
+    for command in (check_response, launch, resume, status, report, compare, view, bench, export):
         main.add_command(command)
     register_catalog(main)
     register_audit(main)

@@ -1,0 +1,1 @@
+"""Seeing a run: `mailroom view` writes a static HTML site of a run directory."""

@@ -1,0 +1,376 @@
+"""The viewer's HTML: a run page and one page per attempt.
+
+Every value is escaped where it is put into the markup (`esc`), whoever wrote it; an
+actor's text only ever appears as element text, never in an attribute that a browser
+acts on, a script or a style. Each page also declares a content security policy that
+lets it load only the site's own files and run only the site's own script, so that a
+mistake in escaping still could not run anything or reach the network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from mailroom.orchestrator.campaign.run_directory import CorruptResult
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.results.proportions import Interval
+from mailroom.orchestrator.results.reporter import Report, Tally
+from mailroom.orchestrator.sim.base import CAMERAS
+from mailroom.orchestrator.viewer.chart import action_chart
+from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
+
+CSP = (
+    "default-src 'none'; img-src 'self'; media-src 'self'; style-src 'self'; "
+    "script-src 'self'; base-uri 'none'; form-action 'none'"
+)
+LIVE_REFRESH_S = 5
+
+
+def esc(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def page(title: str, body: str, *, root: str, live: bool) -> str:
+    """A whole page; `root` is the relative path to the site's top ("." or "../..")."""
+    refresh = f'<meta http-equiv="refresh" content="{LIVE_REFRESH_S}">' if live else ""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="referrer" content="no-referrer">'
+        f"{refresh}<title>{esc(title)}</title>"
+        f'<link rel="stylesheet" href="{root}/style.css">'
+        f'<script src="{root}/viewer.js" defer></script>'
+        f"</head><body>{body}</body></html>\n"
+    )
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], css: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _percent(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def _interval(interval: Interval | None) -> str:
+    if interval is None:
+        return "n/a"
+    return f"{interval.low:.1%} to {interval.high:.1%}"
+
+
+def _suite_rows(report: Report) -> list[list[str]]:
+    rows: list[list[str]] = []
+    items: list[tuple[str, Tally]] = [*sorted(report.suites.items()), ("overall", report.overall)]
+    for name, t in items:
+        rows.append(
+            [
+                esc(name),
+                *(esc(v) for v in (t.selected, t.completed, t.success, t.failure, t.errored)),
+                esc(t.unattempted),
+                esc(_percent(t.success_rate_over_selected)),
+                esc(_interval(t.success_rate_over_selected_interval)),
+                esc(_percent(t.success_rate_over_completed)),
+                esc(_interval(t.success_rate_over_completed_interval)),
+                esc(t.not_blinded),
+                esc(t.not_confined),
+            ]
+        )
+    return rows
+
+
+def _identity(manifest: dict[str, Any], report: Report) -> str:
+    settings = manifest.get("settings", {})
+    protocol = manifest.get("protocol", {})
+    confinement = manifest.get("confinement", {})
+    blinding = manifest.get("blinding", {})
+    pairs = [
+        ("run", report.run_id),
+        ("profile", report.profile),
+        ("capability score", "yes" if report.capability_score else "no (diagnostic)"),
+        ("plan", f"{protocol.get('plan_kind', report.plan_kind)}, {protocol.get('cases')} cases"),
+        ("plan sha256", protocol.get("plan_sha256", "")),
+        ("budget mode", settings.get("budget_mode")),
+        ("max policy calls (D)", settings.get("max_policy_calls")),
+        ("replan interval (K)", settings.get("replan_interval")),
+        ("max chunk", settings.get("max_chunk") or settings.get("replan_interval")),
+        ("invalid-action handling", settings.get("invalid_action_handling")),
+        ("proprioception", settings.get("proprio")),
+        ("response timeout (s)", settings.get("response_timeout_s")),
+        ("episode wall time (s)", settings.get("episode_wall_time_s")),
+        ("confinement", f"{confinement.get('mode')} (network {confinement.get('network')})"),
+        (
+            "blinding",
+            f"fresh actor and endpoint per episode: {blinding.get('fresh_actor_per_episode')}, "
+            f"{blinding.get('endpoint_token_bits')}-bit endpoint names; "
+            f"not blinded attempts: {len(report.not_blinded_attempts)}",
+        ),
+        ("record", manifest.get("record")),
+        ("cameras", ", ".join(map(str, protocol.get("cameras", [])))),
+    ]
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
+    return f'<table class="identity">{rows}</table>'
+
+
+AttemptRow = dict[str, str]
+ATTEMPT_COLUMNS = (
+    "attempt",
+    "suite",
+    "task",
+    "state",
+    "outcome",
+    "termination",
+    "policy calls",
+    "controls",
+    "error",
+    "latest",
+)
+
+
+def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
+    """The run page's row of an attempt (keys: `ATTEMPT_COLUMNS`)."""
+    result = timeline.result
+    row: AttemptRow = {
+        "attempt": timeline.attempt_id,
+        "suite": "",
+        "task": "",
+        "state": "",
+        "outcome": "running" if result is None else "corrupt",
+        "termination": "",
+        "policy calls": "",
+        "controls": "",
+        "error": "",
+        "latest": "yes" if latest else "superseded",
+    }
+    if isinstance(result, EpisodeResult):
+        row.update(
+            suite=result.case.suite,
+            task=str(result.case.task_index),
+            state=str(result.case.init_state_index),
+            outcome=result.outcome,
+            termination=result.termination or result.truncation or "",
+            **{
+                "policy calls": str(result.counters.policy_calls),
+                "controls": str(result.counters.executed_controls),
+            },
+            error=", ".join(f"{e.kind}: {e.code}" for e in result.errors),
+        )
+    elif isinstance(result, CorruptResult):
+        row["error"] = result.reason
+    return row
+
+
+FILTERS = ("suite", "outcome", "termination")
+
+
+def run_page(
+    report: Report, manifest: dict[str, Any], rows: Sequence[AttemptRow], *, live: bool
+) -> str:
+    suites = _table(
+        (
+            "suite",
+            "selected",
+            "completed",
+            "success",
+            "failure",
+            "errored",
+            "unattempted",
+            "rate / selected",
+            "Wilson 95%",
+            "rate / completed",
+            "Wilson 95%",
+            "not blinded",
+            "not confined",
+        ),
+        _suite_rows(report),
+        "suites",
+    )
+    selects = []
+    for name in FILTERS:
+        values = sorted({r[name] for r in rows})
+        options = '<option value="">all</option>' + "".join(
+            f'<option value="{esc(v)}">{esc(v or "(none)")}</option>' for v in values
+        )
+        selects.append(
+            f'<label>{esc(name)} <select class="filter" data-filter="{esc(name)}">'
+            f"{options}</select></label>"
+        )
+    body_rows = []
+    for r in rows:
+        data = " ".join(f'data-{f}="{esc(r[f])}"' for f in FILTERS)
+        link = f'<a href="attempts/{esc(r["attempt"])}/index.html">{esc(r["attempt"])}</a>'
+        cells = [link, *(esc(r[h]) for h in ATTEMPT_COLUMNS[1:])]
+        body_rows.append(
+            f'<tr class="attempt" {data}>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+        )
+    attempts = (
+        '<table class="attempts"><thead><tr>'
+        + "".join(f"<th>{esc(h)}</th>" for h in ATTEMPT_COLUMNS)
+        + "</tr></thead><tbody>"
+        + "".join(body_rows)
+        + "</tbody></table>"
+    )
+    notes = ""
+    if not report.capability_score:
+        notes += (
+            '<p class="warn">diagnostic profile: infrastructure evidence, not a capability '
+            "score</p>"
+        )
+    if live:
+        notes += f'<p class="live">in progress: this page reloads every {LIVE_REFRESH_S} s</p>'
+    body = (
+        f"<h1>{esc(report.run_id)}</h1>{notes}"
+        f"<h2>Run</h2>{_identity(manifest, report)}"
+        f"<h2>Success per suite</h2>{suites}"
+        '<p class="legend">selected = completed + errored + unattempted; completed = success '
+        "+ failure; intervals: Wilson score, 95%; provider usage: unknown (a file mailbox "
+        "cannot meter it)</p>"
+        f'<h2>Attempts (<span id="shown">{len(rows)}</span> of {len(rows)})</h2>'
+        f'<div class="filters">{"".join(selects)}</div>{attempts}'
+    )
+    return page(f"run {report.run_id}", body, root=".", live=live)
+
+
+def _pre(shown: ShownText | None, what: str) -> str:
+    if shown is None:
+        return f'<p class="missing">no {esc(what)} kept</p>'
+    note = (
+        f'<p class="note">first {len(shown.text.encode())} of {shown.size} bytes shown</p>'
+        if shown.truncated
+        else ""
+    )
+    return f'<pre class="untrusted">{esc(shown.text)}</pre>{note}'
+
+
+def _feedback(feedback: Any) -> str:
+    if feedback is None:
+        return "none"
+    return f'<pre class="untrusted">{esc(json.dumps(feedback, indent=1, sort_keys=True))}</pre>'
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f} ms"
+
+
+def _decision(d: Decision) -> str:
+    images = (
+        "".join(
+            f'<figure><img src="{esc(d.images[c])}" alt="{esc(c)} at observation {d.sequence}"'
+            f' width="256" height="256"><figcaption>{esc(c)}</figcaption></figure>'
+            for c in CAMERAS
+            if c in d.images
+        )
+        or '<p class="missing">images not kept (--record minimal)</p>'
+    )
+    reasons = f" ({esc(', '.join(d.reasons))})" if d.reasons else ""
+    executed = (
+        f"{len(d.executed_prefix)} control(s), {d.executed_controls_total} in all"
+        if d.executed_controls_total is not None
+        else "none"
+    )
+    prefix = (
+        f'<pre class="prefix">{esc(json.dumps(d.executed_prefix))}</pre>'
+        if d.executed_prefix
+        else ""
+    )
+    success = ' <span class="success">native success</span>' if d.native_success else ""
+    counters = ", ".join(f"{k} {v}" for k, v in sorted(d.counters_shown.items())) or "n/a"
+    facts = _table(
+        ("verdict", "executed", "latency", "queueing delay", "processing"),
+        [
+            [
+                f'<span class="verdict">{esc(d.verdict)}</span>{reasons}{success}',
+                esc(executed),
+                esc(_ms(d.latency_ms)),
+                esc(_ms(d.queue_delay_ms)),
+                esc(_ms(d.processing_ms)),
+            ]
+        ],
+        "facts",
+    )
+    return (
+        f'<section class="decision" id="decision-{d.sequence}">'
+        f"<h3>Policy call {d.sequence}</h3>"
+        f'<div class="images">{images}</div>'
+        f'<p class="counters">counters this observation showed: {esc(counters)}</p>'
+        f"<h4>feedback this observation carried</h4>{_feedback(d.feedback_shown)}"
+        f"<h4>response, verbatim</h4>{_pre(d.response, 'response')}"
+        f"{facts}{prefix}"
+        f"<h4>feedback the actor then saw</h4>{_feedback(d.feedback_after)}"
+        "</section>"
+    )
+
+
+def attempt_page(timeline: AttemptTimeline, *, live: bool) -> str:
+    result = timeline.result
+    summary: list[tuple[str, object]] = [("attempt", timeline.attempt_id)]
+    errors = ""
+    if isinstance(result, EpisodeResult):
+        c = result.counters
+        summary += [
+            ("case", result.case_id),
+            ("task", f"{result.case.suite} {result.case.task_index}: {result.case.task_name}"),
+            ("instruction", result.case.instruction),
+            ("initial state, seed", f"{result.case.init_state_index}, {result.case.seed}"),
+            ("outcome", result.outcome),
+            ("termination", result.termination or ""),
+            ("truncation", result.truncation or ""),
+            ("policy calls", c.policy_calls),
+            ("action decisions", c.action_decisions),
+            ("rejected responses", c.rejected_responses),
+            ("stop responses", c.stop_responses),
+            ("executed controls", c.executed_controls),
+            ("settling controls", c.settling_controls),
+            ("first success control", c.first_success_control),
+            ("first success policy call", c.first_success_policy_call),
+            ("blinded", result.blinded),
+            ("confined", result.confined),
+            ("wall time (s)", result.wall_time_s),
+        ]
+        if result.errors:
+            errors = "<h2>Typed errors</h2>" + _table(
+                ("kind", "code", "policy call", "message"),
+                [
+                    [esc(e.kind), esc(e.code), esc(e.policy_call), esc(e.message)]
+                    for e in result.errors
+                ],
+                "errors",
+            )
+    elif isinstance(result, CorruptResult):
+        summary.append(("result", f"corrupt: {result.reason}"))
+    else:
+        summary.append(("result", "none yet (running, or cut short before one was written)"))
+    facts = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in summary)
+    videos = (
+        "".join(
+            f'<figure><video controls preload="metadata" width="256" height="256"'
+            f' src="{esc(timeline.videos[c])}"></video><figcaption>{esc(c)}</figcaption></figure>'
+            for c in CAMERAS
+            if c in timeline.videos
+        )
+        or '<p class="missing">no videos (--record minimal)</p>'
+    )
+    problems = "".join(f'<p class="warn">{esc(p)}</p>' for p in timeline.problems)
+    outputs = (
+        "".join(
+            f"<h3>{esc(name)}</h3>{_pre(text, name)}" for name, text in timeline.outputs.items()
+        )
+        or '<p class="missing">no output kept</p>'
+    )
+    body = (
+        '<p><a href="../../index.html">run</a></p>'
+        f"<h1>{esc(timeline.attempt_id)}</h1>{problems}"
+        f'<table class="identity">{facts}</table>{errors}'
+        f'<h2>Videos</h2><div class="videos">{videos}</div>'
+        "<h2>Action components over the executed controls</h2>"
+        f"{action_chart(timeline.actions, timeline.first_success_control)}"
+        f'<h2>Timeline</h2><div class="timeline">'
+        f"{''.join(_decision(d) for d in timeline.decisions)}</div>"
+        f"<h2>Actor output (captured, untrusted)</h2>{outputs}"
+    )
+    return page(f"attempt {timeline.attempt_id}", body, root="../..", live=live)

@@ -1,0 +1,164 @@
+"""`mailroom view` in a real browser: headless Chromium from Debian's packages, driven by
+Playwright, on the site of a real small run (two LIBERO-10 episodes, an actor whose
+note, invalid response and output are markup).
+
+- The run page lists every attempt and filters them.
+- An attempt page has one timeline entry per policy call, with the images delivered.
+- Both videos load and play.
+- The actor's markup is shown as text and runs nothing; no console errors.
+- A screenshot of each page kind is kept (build/test-artifacts/) to be looked at.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, cli_plan, copied_actor, launch_command, mailroom_exe
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.sim
+
+ARTIFACTS = REPO / "build" / "test-artifacts"
+CHROMIUM = shutil.which("chromium")
+STOPPING = "libero_10-t000-i00-o0-s20260907-a1"  # the alphabet soup task: stops at call 4
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path) -> Path:
+    base = tmp_path_factory.mktemp("viewer")
+    actor = copied_actor(base / "actors", "markup_actor.py")
+    plan = cli_plan(base / "plan.json", "fast", "--task-ids", "0,1")
+    run_dir = base / "run"
+    launched = subprocess.run(
+        [
+            *launch_command(
+                plan, run_dir, module_mailbox_root / "view", f"python3 {actor} {{endpoint}}"
+            ),
+            *("--max-policy-calls", "5", "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    out = base / "site"
+    made = subprocess.run(
+        [mailroom_exe(), "view", str(run_dir), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert CHROMIUM is not None, "Debian's chromium is not installed (make installs it)"
+    with playwright_api.sync_playwright() as driver:
+        # As root the browser's own sandbox cannot start; it only renders local files.
+        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+class Page:
+    """A page with every console message and page error it produced."""
+
+    def __init__(self, browser: Any, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.messages: list[tuple[str, str]] = []
+        self.page.on("console", lambda m: self.messages.append((m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.messages.append(("pageerror", str(e))))
+        self.page.goto(url)
+        self.page.wait_for_load_state("load")
+
+    def errors(self) -> list[tuple[str, str]]:
+        return [m for m in self.messages if m[0] in ("error", "pageerror")]
+
+    def keep(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / name
+        self.page.screenshot(path=str(shot), full_page=True)
+        return shot
+
+
+def test_the_run_page_lists_every_attempt_and_filters_them(site: Path, browser: Any) -> None:
+    view = Page(browser, (site / "index.html").as_uri())
+    rows = view.page.locator("tr.attempt")
+    assert rows.count() == 2
+    links = sorted(rows.locator("a").all_inner_texts())
+    assert links == [STOPPING, "libero_10-t001-i00-o0-s20260907-a1"]
+    assert "Wilson 95%" in view.page.locator("table.suites").inner_text()
+    view.page.select_option('select[data-filter="termination"]', "actor_stop")
+    assert view.page.locator("tr.attempt:not(.hidden)").count() == 1
+    assert view.page.locator("#shown").inner_text() == "1"
+    view.page.select_option('select[data-filter="termination"]', "")
+    assert view.page.locator("tr.attempt:not(.hidden)").count() == 2
+    assert view.errors() == []
+    assert view.keep("viewer-run-page.png").stat().st_size > 10_000
+
+
+def test_an_attempt_page_shows_each_policy_call_and_both_videos_play(
+    site: Path, browser: Any
+) -> None:
+    attempt = site / "attempts" / STOPPING
+    result = json.loads((site.parent / "run" / "episodes" / STOPPING / "result.json").read_text())
+    assert result["counters"]["policy_calls"] == 4 and result["termination"] == "actor_stop"
+    view = Page(browser, (attempt / "index.html").as_uri())
+    entries = view.page.locator("section.decision")
+    assert entries.count() == 4
+    verdicts = entries.locator(".verdict").all_inner_texts()
+    assert verdicts == ["accepted", "rejected", "accepted", "stop"]
+    # The rejected call's feedback, as the next observation showed it.
+    after = entries.nth(1).locator("pre.untrusted").last.inner_text()
+    assert "issues" in after
+    # The images exactly as delivered: the page's copies are the run's files.
+    images = view.page.locator("section.decision img")
+    assert images.count() == 8
+    for i in range(images.count()):
+        assert (
+            view.page.evaluate("(img) => img.naturalWidth", images.nth(i).element_handle()) == 256
+        )
+    for name in (attempt / "observations").iterdir():
+        delivered = site.parent / "run" / "episodes" / STOPPING / "observations" / name.name
+        assert name.read_bytes() == delivered.read_bytes()
+    played = view.page.evaluate(
+        """async () => {
+            const out = [];
+            for (const video of document.querySelectorAll("video")) {
+                video.muted = true;
+                await video.play();
+                await new Promise((done) => setTimeout(done, 400));
+                out.push({ready: video.readyState, time: video.currentTime,
+                          error: video.error && video.error.code});
+            }
+            return out;
+        }"""
+    )
+    assert len(played) == 2
+    assert all(v["ready"] >= 2 and v["time"] > 0 and v["error"] is None for v in played), played
+    assert view.page.locator("svg.actions polyline").count() == 7
+    assert view.errors() == []
+    assert view.keep("viewer-attempt-page.png").stat().st_size > 10_000
+
+
+def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser: Any) -> None:
+    view = Page(browser, (site / "attempts" / STOPPING / "index.html").as_uri())
+    assert view.page.evaluate("() => window.__pwned === undefined")
+    # The note's markup appears as text in the raw response, the actor's output and
+    # nowhere as an element.
+    texts = " ".join(view.page.locator("pre.untrusted").all_inner_texts())
+    assert texts.count('<script>window.__pwned = "script"</script>') >= 4
+    assert "onerror=" in texts
+    assert view.page.locator("img[onerror]").count() == 0
+    assert view.page.locator("body script").count() == 0
+    assert view.page.locator("img[src='x']").count() == 0
+    assert view.errors() == []

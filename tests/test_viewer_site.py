@@ -1,0 +1,155 @@
+"""The viewer's site from run directories made here (no simulator, no browser): what an
+attempt's evidence becomes, damaged evidence, escaping, and the live server."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from conftest import mailroom_exe
+from mailroom.orchestrator.viewer.chart import action_chart
+from mailroom.orchestrator.viewer.pages import CSP
+from mailroom.orchestrator.viewer.site import build_site
+from mailroom.orchestrator.viewer.timeline import MAX_SHOWN_BYTES, read_timeline
+from test_export import make_run, write_result
+
+MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+
+
+def _event(kind: str, **fields: object) -> str:
+    return json.dumps({"t": 1.0, "event": kind, **fields}) + "\n"
+
+
+def _attempt_with_markup(tmp_path: Path) -> tuple[Path, Path]:
+    run, cases = make_run(tmp_path, proprio=False, run_id="run-view")
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    directory = run.episode_dir(cases[0].attempt_id(1))
+    (directory / "responses").mkdir()
+    (directory / "observations").mkdir()
+    (directory / "responses" / "resp-1.json").write_bytes(
+        json.dumps({"decision": "act", "note": MARKUP}).encode() + b"\xff\xfe"
+    )
+    (directory / "responses" / "resp-2.json").write_bytes(b"x" * (MAX_SHOWN_BYTES + 10))
+    (directory / "actor-stdout.log").write_text(MARKUP)
+    (directory / "observations" / "obs-1.json").write_text(
+        json.dumps({"counters": {"policy_calls": 0, "executed_controls": 0}})
+    )
+    feedback = {"issues": [{"code": "stop_deferred", "message": MARKUP}]}
+    (directory / "events.jsonl").write_text(
+        _event("observation_published", sequence=1, image_sha256={}, feedback=None)
+        + _event("response_claimed", sequence=1, outcome="accepted", decision="stop")
+        + "{torn line\n"
+        + _event("observation_published", sequence=2, image_sha256={}, feedback=feedback)
+        + _event("response_claimed", sequence=2, outcome="invalid", reasons=["out_of_range"])
+        + _event("observation_published", sequence=3, image_sha256={}, feedback=None)
+        + _event("response_claimed", sequence=3, outcome="accepted", decision="act")
+        + _event(
+            "actions_executed",
+            sequence=3,
+            executed_prefix=[[0.1] * 7] * 5,
+            executed_controls_total=5,
+            native_success=True,
+        )
+        + _event(
+            "decision_served",
+            sequence=3,
+            latency_ms=12.5,
+            queue_delay_ms=0.5,
+            processing_ms="not a number",
+        )
+    )
+    return run.root, directory
+
+
+def test_an_attempts_timeline_from_its_evidence_damaged_parts_said(tmp_path: Path) -> None:
+    _, directory = _attempt_with_markup(tmp_path)
+    timeline = read_timeline(directory)
+    assert [d.sequence for d in timeline.decisions] == [1, 2, 3]
+    first, second, third = timeline.decisions
+    assert first.verdict == "deferred stop"  # the next observation said stop_deferred
+    assert first.feedback_after == {"issues": [{"code": "stop_deferred", "message": MARKUP}]}
+    assert first.counters_shown == {"policy_calls": 0, "executed_controls": 0}
+    assert first.response is not None and first.response.text.endswith("\ufffd\ufffd")
+    assert second.verdict == "rejected" and second.reasons == ["out_of_range"]
+    assert second.response is not None and second.response.truncated
+    assert len(second.response.text) == MAX_SHOWN_BYTES
+    assert third.native_success and third.latency_ms == 12.5 and third.processing_ms is None
+    assert timeline.problems == ["events.jsonl line 3 is not JSON: left out"]
+    assert timeline.first_success_control == 5
+
+
+def test_the_site_escapes_what_an_actor_wrote_and_links_every_attempt(tmp_path: Path) -> None:
+    root, directory = _attempt_with_markup(tmp_path)
+    out = tmp_path / "site"
+    summary = build_site(root, out)
+    assert summary.attempts == 1 and not summary.live
+    page = (out / "attempts" / directory.name / "index.html").read_text()
+    assert "<script>alert" not in page and 'onerror="alert' not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert page.count(f'content="{CSP}"') == 1
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="../../viewer.js" defer>']
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "first 262144 of 262154 bytes shown" in page
+    index = (out / "index.html").read_text()
+    assert f'href="attempts/{directory.name}/index.html"' in index
+    assert "Wilson 95%" in index and "refresh" not in index
+    # A second build writes nothing new.
+    assert build_site(root, out).pages_written == 0
+
+
+def test_the_action_chart_marks_the_native_success_at_its_control() -> None:
+    svg = action_chart([[0.5, -0.5, 0.0, 0.0, 0.0, 0.0, -1.0]] * 10, 7)
+    assert svg.count("<polyline") == 7 and "native success (control 7)" in svg
+    assert "native success" not in action_chart([[0.0] * 7] * 3, None)
+    assert "no executed control" in action_chart([], None)
+
+
+def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -> None:
+    run, cases = make_run(tmp_path, proprio=False, kind="development", run_id="run-live")
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    server = subprocess.Popen(
+        [mailroom_exe(), "view", str(run.root), "--serve", "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        url = ""
+        while not url:
+            line = server.stderr.readline()
+            assert line, "the server ended before it served"
+            url = line.split("serving ", 1)[1].split()[0] if "serving " in line else ""
+        with urllib.request.urlopen(url, timeout=10) as response:
+            first = response.read().decode()
+            assert response.headers["Content-Security-Policy"] == CSP
+            assert response.headers["Cache-Control"] == "no-store"
+        assert first.count('class="attempt"') == 1 and "refresh" not in first
+        with run.lock():  # as a launch holds it: the site is rebuilt and reloads itself
+            write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
+            deadline = time.monotonic() + 30
+            while True:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    now = response.read().decode()
+                if now.count('class="attempt"') == 2 and 'http-equiv="refresh"' in now:
+                    break
+                assert time.monotonic() < deadline, "the live site was not rebuilt"
+                time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while 'http-equiv="refresh"' in now:  # rebuilt once more once the launch ends
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+            with urllib.request.urlopen(url, timeout=10) as response:
+                now = response.read().decode()
+        outside = urllib.request.Request(url.replace("index.html", "../manifest.json"))
+        try:
+            with urllib.request.urlopen(outside, timeout=10) as response:
+                assert b"run_id" not in response.read()
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 404
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
