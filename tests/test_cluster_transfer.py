@@ -214,7 +214,11 @@ def test_a_worker_asks_for_work_once_and_ships_a_finished_attempt_before_its_rep
         record="minimal",
         launcher=None,
     )
+    umask = os.umask(0o022)
+    os.umask(umask)
     worker = ClusterWorker(config, 0)
+    # Process-wide settings are the Ray process's own (RayWorkerProcess), never a caller's.
+    assert os.umask(umask) == umask
     try:
         assert worker.config.run_dir == worker.staging.run_dir != config.run_dir
         assert worker.staging.root.parent == tmp_path / f"mailroom-staging-{os.getuid()}"

@@ -47,7 +47,7 @@ from mailroom.orchestrator.cluster.messages import (
     WantsWork,
     WorkerReport,
 )
-from mailroom.orchestrator.cluster.worker import ClusterWorker, WorkerPlace
+from mailroom.orchestrator.cluster.worker import RayWorkerProcess, WorkerPlace
 from mailroom.orchestrator.episode.evidence import RESULT_FILE
 
 SLOT_RESOURCE = "mailroom_slot"
@@ -222,7 +222,7 @@ class _Driver:
 
     def _start_workers(self) -> None:
         slots = max(1, int(self.config.slots))
-        remote = self.ray.remote(ClusterWorker).options(
+        remote = self.ray.remote(RayWorkerProcess).options(
             num_cpus=1,
             resources={SLOT_RESOURCE: slots},
             memory=int(worker_memory_mb(slots) * 2**20),

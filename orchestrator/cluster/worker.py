@@ -102,10 +102,6 @@ class ClusterWorker:
     """See the module docstring. `config` is the launch's `LaunchConfig`."""
 
     def __init__(self, config: Any, index: int) -> None:
-        # The node's raylet may have been started without the renderer's settings.
-        os.environ.setdefault("MUJOCO_GL", "egl")
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
-        os.umask(0o077)
         self.index = index
         launcher = config.launcher
         if launcher is not None and launcher.sandbox is not None:
@@ -209,3 +205,15 @@ class ClusterWorker:
 
 def _size(message: Message) -> int:
     return len(message.data) if isinstance(message, EvidenceChunk) else 256
+
+
+class RayWorkerProcess(ClusterWorker):
+    """The class Ray runs, in a process of its own: set up first as `mailroom` sets up
+    its own (what it creates is owner-only; the renderer is EGL, which the node's raylet
+    may not have been told)."""
+
+    def __init__(self, config: Any, index: int) -> None:
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+        os.umask(0o077)
+        super().__init__(config, index)
