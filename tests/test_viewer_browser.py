@@ -156,7 +156,7 @@ def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser:
     # The note's markup appears as text in the raw response, the actor's output and
     # nowhere as an element.
     texts = " ".join(view.page.locator("pre.untrusted").all_inner_texts())
-    assert texts.count('<script>window.__pwned = "script"</script>') >= 4
+    assert texts.count("<script>window.__pwned = ") >= 4  # two responses, both outputs
     assert "onerror=" in texts
     assert view.page.locator("img[onerror]").count() == 0
     assert view.page.locator("body script").count() == 0
