@@ -160,3 +160,17 @@ def test_the_demo_is_a_confined_run_that_report_and_audit_read(
     for path in [run_dir, *run_dir.rglob("*")]:
         want = 0o700 if path.is_dir() else 0o600
         assert path.stat().st_mode & 0o777 == want, path
+
+
+def test_the_demos_run_replays_as_reproduced(demo_run: tuple[dict[str, Any], Path, Path]) -> None:
+    """Recorded in full (images and videos kept), re-executed from its record alone."""
+    _, run_dir, _ = demo_run
+    done = subprocess.run(
+        [mailroom_exe(), "replay", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (verdict,) = json.loads(done.stdout)["verdicts"]
+    assert verdict["verdict"] == "reproduced" and verdict["checked_observations"] == 4

@@ -69,7 +69,7 @@ def declaration_sha256(declaration: dict[str, Any]) -> str:
     return sha256_bytes(json.dumps(declaration, sort_keys=True).encode())
 
 
-def _package_version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -107,7 +107,7 @@ def build_manifest(
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "machine": platform.machine(),
-            "packages": {name: _package_version(name) for name in PACKAGES},
+            "packages": {name: package_version(name) for name in PACKAGES},
             "mujoco_gl": os.environ.get("MUJOCO_GL", ""),
         },
         "protocol": {

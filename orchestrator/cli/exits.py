@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 EXIT_OK = 0
-EXIT_FAILED = 1  # `check-response`: the response would be rejected
+EXIT_FAILED = 1  # `check-response`: rejected; `replay`: an attempt did not reproduce
 EXIT_USAGE = 2  # click's own code for a usage error; also a refused confinement
 EXIT_EPISODE_ERROR = 3  # `demo`: the episode ended in a typed error
 EXIT_INCOMPLETE = 4  # a run or export left something out (unattempted, errored, corrupt)

@@ -204,10 +204,12 @@ def _register() -> None:
     from mailroom.orchestrator.cli.export import export
     from mailroom.orchestrator.cli.launch import launch, resume
     from mailroom.orchestrator.cli.perf import bench
+    from mailroom.orchestrator.cli.replay import replay
     from mailroom.orchestrator.cli.report import report, status
     from mailroom.orchestrator.cli.view import view
 
-    for command in (check_response, launch, resume, status, report, compare, view, bench, export):
+    commands = (check_response, launch, resume, status, report, compare, view, replay)
+    for command in (*commands, bench, export):
         main.add_command(command)
     register_catalog(main)
     register_audit(main)

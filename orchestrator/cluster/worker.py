@@ -213,7 +213,8 @@ class RayWorkerProcess(ClusterWorker):
     may not have been told)."""
 
     def __init__(self, config: Any, index: int) -> None:
-        os.environ.setdefault("MUJOCO_GL", "egl")
-        os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
+        from mailroom.orchestrator.sim.headless import configure_headless_rendering
+
+        configure_headless_rendering()
         os.umask(0o077)
         super().__init__(config, index)

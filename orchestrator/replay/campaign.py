@@ -1,0 +1,139 @@
+"""Replaying a run's attempts in worker processes (each builds its own simulator, kept
+for the attempts it replays next), one verdict per attempt."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.replay.drift import version_drift
+from mailroom.orchestrator.replay.recorded import NotReplayableError, read_recorded
+from mailroom.orchestrator.replay.replayer import ReplayVerdict, replay
+from mailroom.orchestrator.sim.base import Simulator
+from pydantic import BaseModel, ConfigDict
+
+# One simulator per worker process and proprioception setting, reused across attempts.
+_SIMULATORS: dict[bool, Simulator] = {}
+
+
+class ReplayReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    # package -> [recorded, installed]: a divergence on another stack is drift.
+    drift: dict[str, list[str | None]]
+    verdicts: list[ReplayVerdict]
+
+    @property
+    def all_reproduced(self) -> bool:
+        return bool(self.verdicts) and all(v.verdict == "reproduced" for v in self.verdicts)
+
+    def counts(self) -> dict[str, int]:
+        out = {"reproduced": 0, "diverged": 0, "not_replayable": 0}
+        for verdict in self.verdicts:
+            out[verdict.verdict] += 1
+        return out
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Attempts to replay: those of the named cases or attempt ids (all by default)."""
+
+    names: tuple[str, ...] = ()
+
+    def chosen(self, records: Sequence[AttemptRecord]) -> list[AttemptRecord]:
+        if not self.names:
+            return list(records)
+        wanted = set(self.names)
+        return [r for r in records if r.attempt_id in wanted or r.case_id in wanted]
+
+
+def _start_worker() -> None:
+    from mailroom.orchestrator.sim.headless import configure_headless_rendering
+
+    configure_headless_rendering()
+
+
+def _replay_in_worker(directory: str) -> dict[str, Any]:
+    recorded = read_recorded(Path(directory))
+    proprio = recorded.result.settings.proprio
+    simulator = _SIMULATORS.get(proprio)
+    if simulator is None:
+        from mailroom.orchestrator.sim.libero import open_libero
+
+        simulator = open_libero(control_cap=recorded.result.settings.control_cap, proprio=proprio)
+        _SIMULATORS[proprio] = simulator
+    simulator.record_frames = False
+    try:
+        return replay(simulator, recorded).model_dump()
+    except Exception as exc:  # the simulator failed: its state is unknown
+        _SIMULATORS.pop(proprio, None)
+        simulator.close()
+        return ReplayVerdict(
+            attempt_id=recorded.attempt_id,
+            verdict="not_replayable",
+            reason=f"the simulator failed: {type(exc).__name__}: {exc}"[:1000],
+        ).model_dump()
+
+
+def replay_run(
+    run_dir: Path,
+    *,
+    selection: Selection = Selection(),
+    workers: int = 1,
+    on_scheduled: Callable[[int], None] = lambda _: None,
+    on_verdict: Callable[[ReplayVerdict], None] = lambda _: None,
+) -> ReplayReport:
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        raise FileNotFoundError(f"{run_dir} holds no manifest.json: not a run directory")
+    manifest = run.read_manifest()
+    records = selection.chosen(run.attempts())
+    verdicts: dict[str, ReplayVerdict] = {}
+    runnable: list[AttemptRecord] = []
+    for record in records:
+        try:
+            read_recorded(record.directory)
+        except NotReplayableError as exc:
+            verdicts[record.attempt_id] = ReplayVerdict(
+                attempt_id=record.attempt_id, verdict="not_replayable", reason=str(exc)
+            )
+            on_verdict(verdicts[record.attempt_id])
+            continue
+        runnable.append(record)
+    on_scheduled(len(records))
+    # Attempts of one task one after another: a worker keeps its simulator's scene.
+    runnable.sort(key=lambda r: (r.case_id.split("-i", 1)[0], r.case_id, r.attempt))
+    if runnable:
+        context = mp.get_context("spawn")
+        with ProcessPoolExecutor(
+            max_workers=max(1, min(workers, len(runnable))),
+            mp_context=context,
+            initializer=_start_worker,
+        ) as pool:
+            futures: dict[Future[dict[str, Any]], AttemptRecord] = {
+                pool.submit(_replay_in_worker, str(r.directory)): r for r in runnable
+            }
+            for future in as_completed(futures):
+                record = futures[future]
+                try:
+                    verdict = ReplayVerdict.model_validate(future.result())
+                except Exception as exc:  # the worker process died
+                    verdict = ReplayVerdict(
+                        attempt_id=record.attempt_id,
+                        verdict="not_replayable",
+                        reason=f"the replay's worker ended: {type(exc).__name__}: {exc}"[:1000],
+                    )
+                verdicts[record.attempt_id] = verdict
+                on_verdict(verdict)
+    ordered = [verdicts[r.attempt_id] for r in records]
+    return ReplayReport(
+        run_id=str(manifest.get("run_id", run_dir.name)),
+        drift=version_drift(manifest),
+        verdicts=ordered,
+    )

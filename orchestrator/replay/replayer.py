@@ -1,0 +1,163 @@
+"""Re-execute a recorded attempt and compare it with its record, field by field.
+
+The scene is rebuilt from the recorded case (its BDDL and init-state file hashes and
+the selected state's hash are checked first), seeded, reset, given the released state
+and settled exactly as the runner does (`Simulator.start_episode`); then each recorded
+executed prefix runs in order. At every delivered observation the PNG hashes of both
+cameras are compared (encoded as the mailbox encodes them); at the end the executed
+controls, the first success's control and policy call and the native outcome.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.replay.recorded import RecordedAttempt
+from mailroom.orchestrator.sim.base import Capture, Simulator
+from mailroom.orchestrator.transport.png import encode_png
+from pydantic import BaseModel, ConfigDict
+
+VerdictKind = Literal["reproduced", "diverged", "not_replayable"]
+
+
+class ReplayVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attempt_id: str
+    verdict: VerdictKind
+    # Where it diverged: the field, at which executed control (0: before any) and which
+    # observation, with what the record says and what the replay found.
+    field: str | None = None
+    control: int | None = None
+    observation: int | None = None
+    recorded: str | None = None
+    replayed: str | None = None
+    reason: str | None = None
+    checked_observations: int = 0
+    executed_controls: int = 0
+
+
+class _Diverged(Exception):
+    def __init__(
+        self, field: str, recorded: object, replayed: object, *, control: int, observation: int
+    ) -> None:
+        super().__init__(field)
+        self.field, self.recorded, self.replayed = field, recorded, replayed
+        self.control, self.observation = control, observation
+
+
+def _hashes(capture: Capture) -> dict[str, str]:
+    return {camera: sha256_bytes(encode_png(image)) for camera, image in capture.images.items()}
+
+
+def replay(adapter: Simulator, recorded: RecordedAttempt) -> ReplayVerdict:
+    try:
+        checked, executed = _replay(adapter, recorded)
+    except _Diverged as found:
+        return ReplayVerdict(
+            attempt_id=recorded.attempt_id,
+            verdict="diverged",
+            field=found.field,
+            control=found.control,
+            observation=found.observation,
+            recorded=str(found.recorded),
+            replayed=str(found.replayed),
+        )
+    return ReplayVerdict(
+        attempt_id=recorded.attempt_id,
+        verdict="reproduced",
+        checked_observations=checked,
+        executed_controls=executed,
+    )
+
+
+def _replay(adapter: Simulator, recorded: RecordedAttempt) -> tuple[int, int]:
+    result = recorded.result
+    case = result.case
+    identity = adapter.resolve_task(case.suite, case.task_index, case.task_order_index)
+    for name, recorded_hash, found_hash in (
+        ("bddl_sha256", case.bddl_sha256, identity.bddl_sha256),
+        ("init_states_sha256", case.init_states_sha256, identity.init_states_sha256),
+    ):
+        if recorded_hash != found_hash:
+            raise _Diverged(name, recorded_hash, found_hash, control=0, observation=0)
+    adapter.set_control_cap(result.settings.control_cap)
+    start = adapter.start_episode(identity, case.init_state_index, case.seed)
+    if start.state_sha256 != case.state_sha256:
+        raise _Diverged(
+            "state_sha256", case.state_sha256, start.state_sha256, control=0, observation=0
+        )
+    if start.settling_controls != result.counters.settling_controls:
+        raise _Diverged(
+            "settling_controls",
+            result.counters.settling_controls,
+            start.settling_controls,
+            control=0,
+            observation=0,
+        )
+    capture: Capture | None = start.capture
+    executed = 0
+    first_success: tuple[int, int] | None = None
+    by_sequence = {d.sequence: d for d in recorded.decisions}
+    checked = 0
+    last = max(recorded.observations)
+    for sequence in range(1, last + 1):
+        want = recorded.observations.get(sequence)
+        if want is not None:
+            if capture is None:
+                raise _Diverged(
+                    "observation", "published", "no capture", control=executed, observation=sequence
+                )
+            got = _hashes(capture)
+            for camera in sorted(want):
+                if got.get(camera) != want[camera]:
+                    raise _Diverged(
+                        f"image_sha256.{camera}",
+                        want[camera],
+                        got.get(camera),
+                        control=executed,
+                        observation=sequence,
+                    )
+            checked += 1
+        decision = by_sequence.get(sequence)
+        if decision is None:
+            continue  # rejected or a stop: the same scene again, nothing executed
+        observe_next = (sequence + 1) in recorded.observations
+        for i, action in enumerate(decision.executed_prefix):
+            outcome = adapter.step(
+                action, observe=observe_next and i == len(decision.executed_prefix) - 1
+            )
+            executed += 1
+            if outcome.success and first_success is None:
+                first_success = (executed, sequence)
+            capture = outcome.capture
+    counters = result.counters
+    recorded_success = (
+        None
+        if counters.first_success_control is None
+        else (counters.first_success_control, counters.first_success_policy_call)
+    )
+    replayed_success = None
+    if first_success is not None:
+        # Each observation is answered by one policy call: call n answers observation n.
+        replayed_success = first_success
+    if executed != counters.executed_controls:
+        raise _Diverged(
+            "executed_controls",
+            counters.executed_controls,
+            executed,
+            control=executed,
+            observation=last,
+        )
+    if replayed_success != recorded_success:
+        raise _Diverged(
+            "first_success", recorded_success, replayed_success, control=executed, observation=last
+        )
+    native = "success" if replayed_success is not None else "no success"
+    recorded_native = "success" if result.termination == "native_success" else "no success"
+    if native != recorded_native:
+        raise _Diverged(
+            "native_outcome", recorded_native, native, control=executed, observation=last
+        )
+    return checked, executed
