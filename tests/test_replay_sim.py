@@ -68,6 +68,15 @@ def test_a_recorded_run_is_reproduced(recorded: Path) -> None:
     assert verdicts[FIRST]["executed_controls"] == result["counters"]["executed_controls"] == 15
     assert verdicts[FIRST]["checked_observations"] == 4  # three chunks, then the stop
     assert report["drift"] == {}
+    # The goal predicates were evaluated on the way, and kept apart from the result.
+    assert all(v["diagnostics"] == "written" for v in verdicts.values())
+    diagnostics = json.loads((recorded / "episodes" / FIRST / "diagnostics.json").read_text())
+    assert diagnostics["controls_evaluated"] == 15
+    assert [p["predicate"] for p in diagnostics["predicates"]] == [
+        "in alphabet_soup_1 basket_1_contain_region",
+        "in tomato_sauce_1 basket_1_contain_region",
+    ]
+    assert not any(p["held_at_end"] for p in diagnostics["predicates"])  # a failure
 
 
 def test_one_number_changed_in_an_action_diverges_at_its_control(

@@ -19,6 +19,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,
@@ -385,6 +386,42 @@ RESULT_WIRE_CASES = _mutated(
     },
 )
 
+# --- diagnostics -------------------------------------------------------------------
+
+DIAGNOSTICS: Doc = {
+    "schema": "mailroom.diagnostics/v1",
+    "attempt_id": "libero_goal-t008-i00-o0-s7-a1",
+    "label": "post-episode diagnostics: never a score",
+    "replay_verdict": "reproduced",
+    "controls_evaluated": 9,
+    "predicates": [
+        {"predicate": "on akita_black_bowl_1 plate_1", "first_held_control": 9, "held_at_end": True}
+    ],
+    "computed_at": "2026-12-01T18:00:00.000Z",
+}
+DIAGNOSTICS_VALID = [
+    ("base", DIAGNOSTICS),
+    (
+        "never_held",
+        _mutated(DIAGNOSTICS, {"x": _set("predicates.0.first_held_control", None)})[0][1],
+    ),
+    ("no_predicates", {**DIAGNOSTICS, "predicates": []}),
+]
+DIAGNOSTICS_INVALID = _mutated(
+    DIAGNOSTICS,
+    {
+        "a_score_label": _set("label", "success rate"),
+        "not_replayable": _set("replay_verdict", "not_replayable"),
+        "negative_control": _set("predicates.0.first_held_control", -1),
+        "held_as_string": _set("predicates.0.held_at_end", "yes"),
+        "empty_predicate": _set("predicates.0.predicate", ""),
+        "extra_in_predicate": _set("predicates.0.success", True),
+        "missing_verdict": _set("replay_verdict", DELETE),
+        "extra": _set("success_rate", 1.0),
+        "not_a_date_time": _set("computed_at", "today"),
+    },
+)
+
 KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
@@ -392,6 +429,7 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "result": ("mailroom.episode_result/v3", EpisodeResult),
     "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
     "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
+    "diagnostics": ("mailroom.diagnostics/v1", AttemptDiagnostics),
 }
 EXAMPLES: list[tuple[str, str, object, bool]] = [
     (kind, name, doc, ok)
@@ -402,6 +440,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("result", RESULT_VALID, RESULT_INVALID),
         ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
         ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
+        ("diagnostics", DIAGNOSTICS_VALID, DIAGNOSTICS_INVALID),
     )
     for examples, ok in ((valid, True), (invalid, False))
     for name, doc in examples

@@ -28,6 +28,9 @@ SCHEMAS = REPO / "schemas"
 FROZEN = {
     "mailroom.audit.v1.json": ("fe7e119ead05176ecf4894ad41a72ce597811ff6dc6b03e87032d17463ac8bd7"),
     "mailroom.closed.v1.json": ("198ddf64e8f35408c0d15dae11aa5fc0c354414dd58bba270f72404278737073"),
+    "mailroom.diagnostics.v1.json": (
+        "8d12b8c381eebbfc6924148b49c03803d0280789db4ca5c4c194978d36659130"
+    ),
     "mailroom.episode_result.v1.json": (
         "38ac93dfb765e96e2e1cd0a698ea09003e813c5ecc5ed68ebe75ca09b6f8cb78"
     ),

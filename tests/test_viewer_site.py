@@ -153,3 +153,35 @@ def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_diagnostics_are_shown_apart_and_labelled_never_a_score(tmp_path: Path) -> None:
+    from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
+
+    root, directory = _attempt_with_markup(tmp_path)
+    goals = GoalTracker()
+    goals.observe(0, [("on akita_black_bowl_1 plate_1", False)])
+    goals.observe(5, [("on akita_black_bowl_1 plate_1", True)])
+    write_diagnostics(directory, goals.diagnostics(directory.name, "reproduced"))
+    done = subprocess.run(
+        [mailroom_exe(), "report", str(root), "--diagnostics", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    document = json.loads(done.stdout)
+    (found,) = document["diagnostics"]
+    assert found["predicates"] == [
+        {"predicate": "on akita_black_bowl_1 plate_1", "first_held_control": 5, "held_at_end": True}
+    ]
+    assert document["overall"]["success"] == 1  # the rates do not read diagnostics
+    human = subprocess.run(
+        [mailroom_exe(), "report", str(root), "--diagnostics"], capture_output=True, text=True
+    )
+    assert "post-episode diagnostics (from mailroom replay): never a score" in human.stderr
+    plain = subprocess.run([mailroom_exe(), "report", str(root)], capture_output=True, text=True)
+    assert "diagnostics" not in plain.stderr
+    build_site(root, tmp_path / "site")
+    page = (tmp_path / "site" / "attempts" / directory.name / "index.html").read_text()
+    assert "Post-episode diagnostics (from mailroom replay): never a score" in page
+    assert "control 5" in page

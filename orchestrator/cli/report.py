@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
     from mailroom.orchestrator.results.proportions import Interval
     from mailroom.orchestrator.results.reporter import Report, Tally
 
@@ -154,21 +155,60 @@ def print_report(report: Report, out: Console = console) -> None:
     out.print("provider usage: unknown (a file mailbox cannot meter it)")
 
 
+def print_diagnostics(found: list[AttemptDiagnostics], out: Console = console) -> None:
+    """Goal predicates per attempt, from `mailroom replay`: labelled, apart, never a rate."""
+    table = Table(
+        title="post-episode diagnostics (from mailroom replay): never a score",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    table.add_column("attempt", overflow="fold")
+    table.add_column("goal predicate", overflow="fold")
+    table.add_column("first held", justify="right", no_wrap=True)
+    table.add_column("at end", no_wrap=True)
+    for diagnostics in found:
+        for p in diagnostics.predicates:
+            first = "never" if p.first_held_control is None else f"control {p.first_held_control}"
+            table.add_row(
+                escape(diagnostics.attempt_id),
+                escape(p.predicate),
+                first,
+                "held" if p.held_at_end else "not held",
+            )
+    out.print(table)
+    if not found:
+        out.print("no diagnostics yet: `mailroom replay RUN_DIR` computes them", highlight=False)
+
+
 @click.command()
 @run_dir_argument()
+@click.option(
+    "--diagnostics",
+    is_flag=True,
+    help="Also show the post-episode goal-predicate diagnostics `mailroom replay` wrote "
+    "(labelled apart; never a score).",
+)
 @json_option()
-def report(run_dir: Path, as_json: bool) -> None:
+def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
     """Success per suite with its denominators, from the result documents alone."""
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.replay.diagnostics import run_diagnostics
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
     try:
         built = build_report(run_dir)
     except (OSError, ValueError, KeyError) as exc:
         raise click.UsageError(f"cannot report on {run_dir}: {exc}") from exc
+    found = run_diagnostics(RunDirectory(run_dir)) if diagnostics else []
     if as_json:
-        sys.stdout.write(report_json(built) + "\n")
+        document = json.loads(report_json(built))
+        if diagnostics:
+            document["diagnostics"] = [d.document() for d in found]
+        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
     else:
         print_report(built)
+        if diagnostics:
+            print_diagnostics(found)
     sys.exit(EXIT_OK if built.complete and not built.corrupt_results else EXIT_INCOMPLETE)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
 from mailroom.orchestrator.replay.drift import version_drift
 from mailroom.orchestrator.replay.recorded import NotReplayableError, read_recorded
 from mailroom.orchestrator.replay.replayer import ReplayVerdict, replay
@@ -69,8 +70,9 @@ def _replay_in_worker(directory: str) -> dict[str, Any]:
         simulator = open_libero(control_cap=recorded.result.settings.control_cap, proprio=proprio)
         _SIMULATORS[proprio] = simulator
     simulator.record_frames = False
+    goals = GoalTracker()
     try:
-        return replay(simulator, recorded).model_dump()
+        verdict = replay(simulator, recorded, goals)
     except Exception as exc:  # the simulator failed: its state is unknown
         _SIMULATORS.pop(proprio, None)
         simulator.close()
@@ -79,6 +81,14 @@ def _replay_in_worker(directory: str) -> dict[str, Any]:
             verdict="not_replayable",
             reason=f"the simulator failed: {type(exc).__name__}: {exc}"[:1000],
         ).model_dump()
+    if verdict.verdict == "not_replayable" or not goals.first_held:
+        return verdict.model_dump()
+    try:
+        write_diagnostics(Path(directory), goals.diagnostics(recorded.attempt_id, verdict.verdict))
+        said = "written"
+    except (OSError, ValueError) as exc:
+        said = f"not written: {exc}"[:500]
+    return verdict.model_copy(update={"diagnostics": said}).model_dump()
 
 
 def replay_run(

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Literal
 
 from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.replay.diagnostics import GoalTracker
 from mailroom.orchestrator.replay.recorded import RecordedAttempt
-from mailroom.orchestrator.sim.base import Capture, Simulator
+from mailroom.orchestrator.sim.base import Capture, GoalProbe, Simulator
 from mailroom.orchestrator.transport.png import encode_png
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +37,8 @@ class ReplayVerdict(BaseModel):
     reason: str | None = None
     checked_observations: int = 0
     executed_controls: int = 0
+    # The attempt's goal-predicate diagnostics: "written", or why not (None: none made).
+    diagnostics: str | None = None
 
 
 class _Diverged(Exception):
@@ -51,9 +54,13 @@ def _hashes(capture: Capture) -> dict[str, str]:
     return {camera: sha256_bytes(encode_png(image)) for camera, image in capture.images.items()}
 
 
-def replay(adapter: Simulator, recorded: RecordedAttempt) -> ReplayVerdict:
+def replay(
+    adapter: Simulator, recorded: RecordedAttempt, goals: GoalTracker | None = None
+) -> ReplayVerdict:
+    """`goals`, with a simulator that is a `GoalProbe`, hears the goal predicates after
+    settling and after every control (diagnostics)."""
     try:
-        checked, executed = _replay(adapter, recorded)
+        checked, executed = _replay(adapter, recorded, goals)
     except _Diverged as found:
         return ReplayVerdict(
             attempt_id=recorded.attempt_id,
@@ -72,7 +79,10 @@ def replay(adapter: Simulator, recorded: RecordedAttempt) -> ReplayVerdict:
     )
 
 
-def _replay(adapter: Simulator, recorded: RecordedAttempt) -> tuple[int, int]:
+def _replay(
+    adapter: Simulator, recorded: RecordedAttempt, goals: GoalTracker | None
+) -> tuple[int, int]:
+    probe = adapter if goals is not None and isinstance(adapter, GoalProbe) else None
     result = recorded.result
     case = result.case
     identity = adapter.resolve_task(case.suite, case.task_index, case.task_order_index)
@@ -98,6 +108,8 @@ def _replay(adapter: Simulator, recorded: RecordedAttempt) -> tuple[int, int]:
         )
     capture: Capture | None = start.capture
     executed = 0
+    if probe is not None and goals is not None:
+        goals.observe(0, probe.goal_predicates())
     first_success: tuple[int, int] | None = None
     by_sequence = {d.sequence: d for d in recorded.decisions}
     checked = 0
@@ -129,6 +141,8 @@ def _replay(adapter: Simulator, recorded: RecordedAttempt) -> tuple[int, int]:
                 action, observe=observe_next and i == len(decision.executed_prefix) - 1
             )
             executed += 1
+            if probe is not None and goals is not None:
+                goals.observe(executed, probe.goal_predicates())
             if outcome.success and first_success is None:
                 first_success = (executed, sequence)
             capture = outcome.capture

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -124,6 +124,17 @@ class Simulator(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class GoalProbe(Protocol):
+    """A simulator that can say which of its task's goal predicates hold now. For
+    post-episode diagnostics only: never a score, never shown to an actor."""
+
+    def goal_predicates(self) -> list[tuple[str, bool]]:
+        """Each goal predicate of the task (as its definition names it) and whether it
+        holds in the current state."""
+        ...
 
 
 class SimulatorFactory(Protocol):

@@ -486,6 +486,20 @@ class LiberoAdapter:
             frames=capture.images if capture is not None and self.record_frames else None,
         )
 
+    def goal_predicates(self) -> list[tuple[str, bool]]:
+        """`GoalProbe`: the BDDL goal's conjuncts (LIBERO checks success as their
+        conjunction), each evaluated as LIBERO's own success check evaluates it."""
+        if self._env is None:
+            raise SimulatorError("no episode has started")
+        problem = self._env.env
+        try:
+            return [
+                (" ".join(str(part) for part in state), bool(problem._eval_predicate(state)))
+                for state in problem.parsed_problem["goal_state"]
+            ]
+        except Exception as exc:
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+
     def sim_state(self) -> npt.NDArray[np.float64]:
         return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
 

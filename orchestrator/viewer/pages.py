@@ -15,6 +15,7 @@ from html import escape
 from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import CorruptResult
+from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Report, Tally
@@ -306,7 +307,30 @@ def _decision(d: Decision) -> str:
     )
 
 
-def attempt_page(timeline: AttemptTimeline, *, live: bool) -> str:
+def _diagnostics(diagnostics: AttemptDiagnostics | None) -> str:
+    if diagnostics is None:
+        return ""
+    rows = [
+        [
+            esc(p.predicate),
+            esc("never" if p.first_held_control is None else f"control {p.first_held_control}"),
+            esc("held" if p.held_at_end else "not held"),
+        ]
+        for p in diagnostics.predicates
+    ]
+    return (
+        '<h2 class="diagnostics">Post-episode diagnostics (from mailroom replay): never a '
+        "score</h2>"
+        f'<p class="note">replay: {esc(diagnostics.replay_verdict)}; goal predicates '
+        f"evaluated after settling (control 0) and after each of "
+        f"{esc(diagnostics.controls_evaluated)} controls</p>"
+        + _table(("goal predicate", "first held", "at end"), rows, "diagnostics")
+    )
+
+
+def attempt_page(
+    timeline: AttemptTimeline, *, live: bool, diagnostics: AttemptDiagnostics | None = None
+) -> str:
     result = timeline.result
     summary: list[tuple[str, object]] = [("attempt", timeline.attempt_id)]
     errors = ""
@@ -372,5 +396,6 @@ def attempt_page(timeline: AttemptTimeline, *, live: bool) -> str:
         f'<h2>Timeline</h2><div class="timeline">'
         f"{''.join(_decision(d) for d in timeline.decisions)}</div>"
         f"<h2>Actor output (captured, untrusted)</h2>{outputs}"
+        f"{_diagnostics(diagnostics)}"
     )
     return page(f"attempt {timeline.attempt_id}", body, root="../..", live=live)

@@ -21,6 +21,7 @@ from pathlib import Path
 from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.episode.evidence import make_private_dir
+from mailroom.orchestrator.replay.diagnostics import read_diagnostics
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
 from mailroom.orchestrator.viewer.pages import attempt_page, attempt_row, run_page
@@ -84,7 +85,8 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
         make_private_dir(folder)
         timeline = _media(read_timeline(record.directory), folder)
         running = live and timeline.result is None
-        written += _write_if_changed(folder / "index.html", attempt_page(timeline, live=running))
+        page = attempt_page(timeline, live=running, diagnostics=read_diagnostics(record.directory))
+        written += _write_if_changed(folder / "index.html", page)
         rows.append(attempt_row(timeline, latest=record.attempt_id not in latest))
     written += _write_if_changed(out / "style.css", STYLE)
     written += _write_if_changed(out / "viewer.js", SCRIPT)
