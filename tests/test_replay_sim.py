@@ -79,7 +79,7 @@ def test_a_recorded_run_is_reproduced(recorded: Path) -> None:
     assert not any(p["held_at_end"] for p in diagnostics["predicates"])  # a failure
 
 
-def test_one_number_changed_in_an_action_diverges_at_its_control(
+def test_one_number_changed_in_an_action_diverges_by_the_next_observation(
     recorded: Path, tmp_path: Path
 ) -> None:
     copy = _copy(recorded, tmp_path)
@@ -88,7 +88,7 @@ def test_one_number_changed_in_an_action_diverges_at_its_control(
     for i, line in enumerate(lines):
         event = json.loads(line)
         if event["event"] == "actions_executed" and event["sequence"] == 2:
-            event["executed_prefix"][4][2] = 0.9  # the second chunk's last control: 10
+            event["executed_prefix"][1][2] = 0.9  # the second chunk's second control: 7
             lines[i] = json.dumps(event, sort_keys=True)
     log.write_text("\n".join(lines) + "\n")
     # ... on a stack the run did not record: said before the replay, and as drift.
@@ -99,7 +99,10 @@ def test_one_number_changed_in_an_action_diverges_at_its_control(
     assert code == 1
     (verdict,) = report["verdicts"]
     assert verdict["verdict"] == "diverged"
+    # Shown at the next observation (after control 10); the record agreed until the
+    # observation after control 5: the change lies in controls 6 to 10.
     assert (verdict["control"], verdict["observation"]) == (10, 3)
+    assert verdict["agreed_until_control"] == 5
     assert verdict["field"].startswith("image_sha256.")
     assert report["drift"] == {"mujoco": ["3.2.2", "3.2.3"]}
     said = " ".join(err.split())
@@ -108,7 +111,8 @@ def test_one_number_changed_in_an_action_diverges_at_its_control(
         [mailroom_exe(), "replay", str(copy), "--case", FIRST], capture_output=True, text=True
     )
     assert human.returncode == 1
-    assert "diverged" in human.stderr and "at control 10" in " ".join(human.stderr.split())
+    said = " ".join(human.stderr.split())
+    assert "diverged at control 10 (observation 3; agreed until control 5)" in said
     assert "drift between versions, not evidence of tampering" in " ".join(human.stderr.split())
 
 

@@ -29,7 +29,10 @@ def _where(verdict: ReplayVerdict) -> str:
         )
     if verdict.verdict == "not_replayable":
         return verdict.reason or ""
-    return f"at control {verdict.control} (observation {verdict.observation}): {verdict.field}"
+    return (
+        f"at control {verdict.control} (observation {verdict.observation}; agreed until "
+        f"control {verdict.agreed_until_control}): {verdict.field}"
+    )
 
 
 def print_replay(report: ReplayReport) -> None:

@@ -27,10 +27,13 @@ class ReplayVerdict(BaseModel):
 
     attempt_id: str
     verdict: VerdictKind
-    # Where it diverged: the field, at which executed control (0: before any) and which
-    # observation, with what the record says and what the replay found.
+    # Where it diverged: the field, at which executed control it showed (0: before any)
+    # and which observation, with what the record says and what the replay found; and
+    # the last control at which replay and record still agreed (the change lies after
+    # it: between two observations only the images at their ends are on record).
     field: str | None = None
     control: int | None = None
+    agreed_until_control: int | None = None
     observation: int | None = None
     recorded: str | None = None
     replayed: str | None = None
@@ -43,11 +46,18 @@ class ReplayVerdict(BaseModel):
 
 class _Diverged(Exception):
     def __init__(
-        self, field: str, recorded: object, replayed: object, *, control: int, observation: int
+        self,
+        field: str,
+        recorded: object,
+        replayed: object,
+        *,
+        control: int,
+        observation: int,
+        agreed: int = 0,
     ) -> None:
         super().__init__(field)
         self.field, self.recorded, self.replayed = field, recorded, replayed
-        self.control, self.observation = control, observation
+        self.control, self.observation, self.agreed = control, observation, agreed
 
 
 def _hashes(capture: Capture) -> dict[str, str]:
@@ -67,6 +77,7 @@ def replay(
             verdict="diverged",
             field=found.field,
             control=found.control,
+            agreed_until_control=found.agreed,
             observation=found.observation,
             recorded=str(found.recorded),
             replayed=str(found.replayed),
@@ -113,13 +124,19 @@ def _replay(
     first_success: tuple[int, int] | None = None
     by_sequence = {d.sequence: d for d in recorded.decisions}
     checked = 0
+    agreed = 0  # the controls executed when replay and record last agreed
     last = max(recorded.observations)
     for sequence in range(1, last + 1):
         want = recorded.observations.get(sequence)
         if want is not None:
             if capture is None:
                 raise _Diverged(
-                    "observation", "published", "no capture", control=executed, observation=sequence
+                    "observation",
+                    "published",
+                    "no capture",
+                    control=executed,
+                    observation=sequence,
+                    agreed=agreed,
                 )
             got = _hashes(capture)
             for camera in sorted(want):
@@ -130,8 +147,10 @@ def _replay(
                         got.get(camera),
                         control=executed,
                         observation=sequence,
+                        agreed=agreed,
                     )
             checked += 1
+            agreed = executed
         decision = by_sequence.get(sequence)
         if decision is None:
             continue  # rejected or a stop: the same scene again, nothing executed
@@ -163,15 +182,26 @@ def _replay(
             executed,
             control=executed,
             observation=last,
+            agreed=agreed,
         )
     if replayed_success != recorded_success:
         raise _Diverged(
-            "first_success", recorded_success, replayed_success, control=executed, observation=last
+            "first_success",
+            recorded_success,
+            replayed_success,
+            control=executed,
+            observation=last,
+            agreed=agreed,
         )
     native = "success" if replayed_success is not None else "no success"
     recorded_native = "success" if result.termination == "native_success" else "no success"
     if native != recorded_native:
         raise _Diverged(
-            "native_outcome", recorded_native, native, control=executed, observation=last
+            "native_outcome",
+            recorded_native,
+            native,
+            control=executed,
+            observation=last,
+            agreed=agreed,
         )
     return checked, executed
