@@ -43,6 +43,7 @@ from mailroom.orchestrator.cli.options import (
     console,
     json_option,
     mailbox_root_option,
+    progress_bar,
     run_dir_argument,
     run_dir_option,
     watch_mode_option,
@@ -58,7 +59,7 @@ from mailroom.orchestrator.episode.settings import (
 )
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 
 def _new_run_id() -> str:
@@ -259,14 +260,7 @@ def _execute(
         _print_capacity(request.memory, workers, slots)  # stderr: --json's stdout stays clean
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=as_json,
-        ) as progress:
+        with progress_bar(hidden=as_json) as progress:
             task = progress.add_task("starting", total=None)
             # stdout carries the report alone: what a library prints meanwhile (Ray's
             # driver prints its workers' deaths to stdout) goes to stderr.

@@ -9,6 +9,7 @@ from typing import TypeVar, get_args
 import click
 from mailroom.mailbox.watcher import WatchMode
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 # Human output goes to stderr so that `--json` documents alone reach stdout.
 console = Console(stderr=True)
@@ -63,4 +64,17 @@ def confinement_option(help_text: str, default: str | None) -> Callable[[F], F]:
         default=default,
         show_default=default is not None,
         help=help_text,
+    )
+
+
+def progress_bar(*, hidden: bool) -> Progress:
+    """The bar of a long command (described, n of N, elapsed), on stderr; `hidden` for
+    `--json`, whose stdout carries the document alone."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=hidden,
     )

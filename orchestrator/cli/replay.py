@@ -8,12 +8,16 @@ from pathlib import Path
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_FAILED, EXIT_OK
-from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
+from mailroom.orchestrator.cli.options import (
+    console,
+    json_option,
+    progress_bar,
+    run_dir_argument,
+)
 from mailroom.orchestrator.replay.campaign import ReplayReport
 from mailroom.orchestrator.replay.replayer import ReplayVerdict
 from rich import box
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 
@@ -93,14 +97,7 @@ def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -
             f"installed {escape(str(installed))}",
             highlight=False,
         )
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=as_json,
-    ) as progress:
+    with progress_bar(hidden=as_json) as progress:
         task = progress.add_task("replaying", total=None)
         report = replay_run(
             run_dir,
