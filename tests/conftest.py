@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -121,6 +122,21 @@ def sandbox_processes_left(run_dir: Path, timeout_s: float = 10.0) -> list[int]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
+
+
+def kill_sandbox_user(uid: int) -> int:
+    """SIGKILL every process of one sandbox's user; how many were signalled. Killing one
+    can take the others with it (bubblewrap's processes die with their parent), so a
+    process gone by its turn is passed over."""
+    killed = 0
+    for pid in leftover_processes(uid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed += 1
+    assert killed >= 1, f"no process of sandbox user {uid} was alive to kill"
+    return killed
 
 
 def copied_actor(directory: Path, name: str) -> Path:

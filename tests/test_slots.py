@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import signal
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from conftest import actor_started_events, sandbox_processes_left
+from conftest import actor_started_events, kill_sandbox_user, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.actors.sandbox import leftover_processes
 from mailroom.orchestrator.campaign.coordinator import WorkOutcome
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.catalog.plans import build_plan, render_plan
@@ -197,8 +194,7 @@ def test_an_actor_killed_mid_run_fails_its_episode_and_the_others_go_on(
     started = actor_started_events(run_dir)
     assert len(started) == 3
     victim = started[1]["confinement"]["outer_uid"]
-    for pid in leftover_processes(victim):
-        os.kill(pid, signal.SIGKILL)
+    kill_sandbox_user(victim)
     launch.join(timeout=120)
     assert not launch.is_alive() and outcomes[0].lost == []
     results = _results(run_dir)

@@ -22,6 +22,7 @@ import pytest
 from conftest import (
     actor_started_events,
     cli_plan,
+    kill_sandbox_user,
     launch_command,
     mailroom_exe,
     sandbox_processes_left,
@@ -29,7 +30,6 @@ from conftest import (
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.actors.sandbox import leftover_processes
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
@@ -220,8 +220,7 @@ def test_slots_run_the_development_plan_and_a_killed_actor_fails_its_episode_onl
     # Four live (the fifth waits for a slot) until the first of them ends.
     assert (state["live"], state["queued"], state["done"]) == (4, 1, 0), state
     victim = started[1]
-    for pid in leftover_processes(victim["confinement"]["outer_uid"]):
-        os.kill(pid, signal.SIGKILL)
+    kill_sandbox_user(victim["confinement"]["outer_uid"])
     _, err = launch.communicate(timeout=600)
     assert launch.returncode == 0, err[-3000:]
     assert "live episodes: at most 4 (1 worker(s) x 4 slot(s))" in " ".join(err.split())
