@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from conftest import mailroom_exe
+from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.pages import CSP
 from mailroom.orchestrator.viewer.site import build_site
@@ -66,8 +67,9 @@ def _attempt_with_markup(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_an_attempts_timeline_from_its_evidence_damaged_parts_said(tmp_path: Path) -> None:
-    _, directory = _attempt_with_markup(tmp_path)
-    timeline = read_timeline(directory)
+    root, _ = _attempt_with_markup(tmp_path)
+    (record,) = RunDirectory(root).attempts()
+    timeline = read_timeline(record)
     assert [d.sequence for d in timeline.decisions] == [1, 2, 3]
     first, second, third = timeline.decisions
     assert first.verdict == "deferred stop"  # the next observation said stop_deferred

@@ -26,7 +26,7 @@ from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
-from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.cases import Case, attempt_id_of
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -236,9 +236,13 @@ def record_lost(run: RunDirectory, lost: list[tuple[str, int, str]]) -> WorkOutc
     unrecorded: list[tuple[str, str]] = []
     for case_id, attempt, reason in lost:
         try:
-            record_interrupted(run, f"{case_id}-a{attempt}", reason=reason, kind="worker_lost")
+            record_interrupted(
+                run, attempt_id_of(case_id, attempt), reason=reason, kind="worker_lost"
+            )
         except OSError as exc:  # the run directory itself failed: say so, write nothing half
-            unrecorded.append((f"{case_id}-a{attempt}", f"{reason}; recording it failed: {exc}"))
+            unrecorded.append(
+                (attempt_id_of(case_id, attempt), f"{reason}; recording it failed: {exc}")
+            )
     return WorkOutcome(lost=lost, unrecorded=unrecorded)
 
 

@@ -31,7 +31,12 @@ class Case(BaseModel):
         )
 
     def attempt_id(self, attempt: int) -> str:
-        return f"{self.case_id}-a{attempt}"
+        return attempt_id_of(self.case_id, attempt)
+
+
+def attempt_id_of(case_id: str, attempt: int) -> str:
+    """An attempt's identifier (`run_directory.split_attempt_id` reads it back)."""
+    return f"{case_id}-a{attempt}"
 
 
 DEMO_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)

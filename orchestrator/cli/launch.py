@@ -30,6 +30,7 @@ from mailroom.orchestrator.campaign.admission import (
     capacity,
 )
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
+from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
     EXIT_CONFLICT,
@@ -168,7 +169,7 @@ def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], ru
             return
         if kind == "launch_message":
             case_id, attempt, text = payload[0], payload[1], payload[2]
-            copy = run_dir / "episodes" / f"{case_id}-a{attempt}" / "launch_message.json"
+            copy = run_dir / "episodes" / attempt_id_of(case_id, attempt) / "launch_message.json"
             print_launch_message(progress.console, text, copy)
             return
         if kind == "finished":

@@ -78,11 +78,14 @@ class DriverEvidence:
     def __init__(self, run: RunDirectory) -> None:
         self.run = run
         self._open: dict[tuple[str, str], list[bytes]] = {}
+        self._made: set[Path] = set()  # attempt folders made already
 
     def events(self, message: EventLines) -> None:
         """Append mirrored lines to the attempt's log (fsynced when the worker waits)."""
         directory = self.run.episodes / checked_name(message.attempt_id)
-        make_private_dir(directory)
+        if directory not in self._made:
+            make_private_dir(directory)
+            self._made.add(directory)
         append_private_lines(
             directory / EVENTS_FILE, message.lines, durable=message.token is not None
         )

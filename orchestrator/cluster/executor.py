@@ -38,6 +38,7 @@ from mailroom.orchestrator.campaign.coordinator import (
     record_lost,
 )
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
 from mailroom.orchestrator.cluster.evidence_transfer import DriverEvidence, EvidencePathError
 from mailroom.orchestrator.cluster.messages import (
@@ -300,7 +301,11 @@ class _Driver:
 
     def _handle(self, worker: _Worker, message: Message) -> None:
         if isinstance(message, EventLines):
-            self.evidence.events(message)
+            try:
+                self.evidence.events(message)
+            except EvidencePathError as exc:  # never acknowledged: nothing is shown
+                self.listener("evidence_refused", (message.attempt_id, str(exc)))
+                return
             if message.token is not None:
                 worker.handle.ack.remote(message.token)
         elif isinstance(message, EvidenceChunk):
@@ -324,7 +329,7 @@ class _Driver:
         elif kind in ("finished", "crashed"):
             worker.live.discard(key)
             self.remaining -= 1
-            attempt_dir = self.run_dir.episode_dir(f"{case_id}-a{attempt}")
+            attempt_dir = self.run_dir.episode_dir(attempt_id_of(case_id, attempt))
             if kind == "crashed":
                 self.lost.append((case_id, attempt, str(rest[0])))
             elif not (attempt_dir / RESULT_FILE).is_file():
@@ -345,7 +350,7 @@ class _Driver:
     def _worker_lost(self, worker: _Worker, reason: str) -> None:
         worker.alive = False
         for case_id, attempt in sorted(worker.live):
-            self.evidence.discard(f"{case_id}-a{attempt}")
+            self.evidence.discard(attempt_id_of(case_id, attempt))
             self.lost.append((case_id, attempt, f"{worker.describe()} was lost: {reason}"))
             self.remaining -= 1
         worker.live.clear()

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mailroom.orchestrator.campaign.admission import Admission
+from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.cluster.evidence_transfer import CHUNK_BYTES, attempt_chunks
 from mailroom.orchestrator.cluster.messages import (
     EventLines,
@@ -194,7 +195,7 @@ class ClusterWorker:
     def _report(self, payload: tuple[Any, ...]) -> None:
         kind, case_id, attempt = payload[0], payload[1], payload[2]
         if kind in ("finished", "crashed"):
-            attempt_id = f"{case_id}-a{attempt}"
+            attempt_id = attempt_id_of(case_id, attempt)
             directory = self.staging.attempt_dir(attempt_id)
             if directory.is_dir():
                 for chunk in attempt_chunks(directory, attempt_id):

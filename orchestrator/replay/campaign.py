@@ -13,7 +13,11 @@ from typing import Any
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
 from mailroom.orchestrator.replay.drift import version_drift
-from mailroom.orchestrator.replay.recorded import NotReplayableError, read_recorded
+from mailroom.orchestrator.replay.recorded import (
+    NotReplayableError,
+    RecordedAttempt,
+    read_recorded,
+)
 from mailroom.orchestrator.replay.replayer import ReplayVerdict, replay
 from mailroom.orchestrator.sim.base import Simulator
 from pydantic import BaseModel, ConfigDict
@@ -54,14 +58,18 @@ class Selection:
         return [r for r in records if r.attempt_id in wanted or r.case_id in wanted]
 
 
+def _task_of(recorded: RecordedAttempt) -> tuple[str, int, int]:
+    case = recorded.result.case
+    return (case.suite, case.task_index, case.task_order_index)
+
+
 def _start_worker() -> None:
     from mailroom.orchestrator.sim.headless import configure_headless_rendering
 
     configure_headless_rendering()
 
 
-def _replay_in_worker(directory: str) -> dict[str, Any]:
-    recorded = read_recorded(Path(directory))
+def _replay_in_worker(recorded: RecordedAttempt, directory: str) -> dict[str, Any]:
     proprio = recorded.result.settings.proprio
     simulator = _SIMULATORS.get(proprio)
     if simulator is None:
@@ -105,20 +113,18 @@ def replay_run(
     manifest = run.read_manifest()
     records = selection.chosen(run.attempts())
     verdicts: dict[str, ReplayVerdict] = {}
-    runnable: list[AttemptRecord] = []
+    runnable: list[tuple[AttemptRecord, RecordedAttempt]] = []
     for record in records:
         try:
-            read_recorded(record.directory)
+            runnable.append((record, read_recorded(record.directory)))
         except NotReplayableError as exc:
             verdicts[record.attempt_id] = ReplayVerdict(
                 attempt_id=record.attempt_id, verdict="not_replayable", reason=str(exc)
             )
             on_verdict(verdicts[record.attempt_id])
-            continue
-        runnable.append(record)
     on_scheduled(len(records))
     # Attempts of one task one after another: a worker keeps its simulator's scene.
-    runnable.sort(key=lambda r: (r.case_id.split("-i", 1)[0], r.case_id, r.attempt))
+    runnable.sort(key=lambda pair: (_task_of(pair[1]), pair[0].case_id, pair[0].attempt))
     if runnable:
         context = mp.get_context("spawn")
         with ProcessPoolExecutor(
@@ -127,7 +133,8 @@ def replay_run(
             initializer=_start_worker,
         ) as pool:
             futures: dict[Future[dict[str, Any]], AttemptRecord] = {
-                pool.submit(_replay_in_worker, str(r.directory)): r for r in runnable
+                pool.submit(_replay_in_worker, recorded, str(r.directory)): r
+                for r, recorded in runnable
             }
             for future in as_completed(futures):
                 record = futures[future]

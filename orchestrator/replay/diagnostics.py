@@ -8,6 +8,7 @@ never in a success rate, never shown to an actor.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -95,8 +96,6 @@ def read_diagnostics(directory: Path) -> AttemptDiagnostics | None:
     """An attempt's diagnostics, or None (none computed, or not what they should be)."""
     path = directory / DIAGNOSTICS_FILE
     try:
-        import json
-
         document = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None

@@ -93,7 +93,10 @@ def replay(
 def _replay(
     adapter: Simulator, recorded: RecordedAttempt, goals: GoalTracker | None
 ) -> tuple[int, int]:
-    probe = adapter if goals is not None and isinstance(adapter, GoalProbe) else None
+    def note_goals(control: int) -> None:
+        if goals is not None and isinstance(adapter, GoalProbe):
+            goals.observe(control, adapter.goal_predicates())
+
     result = recorded.result
     case = result.case
     identity = adapter.resolve_task(case.suite, case.task_index, case.task_order_index)
@@ -119,8 +122,7 @@ def _replay(
         )
     capture: Capture | None = start.capture
     executed = 0
-    if probe is not None and goals is not None:
-        goals.observe(0, probe.goal_predicates())
+    note_goals(0)
     first_success: tuple[int, int] | None = None
     by_sequence = {d.sequence: d for d in recorded.decisions}
     checked = 0
@@ -160,8 +162,7 @@ def _replay(
                 action, observe=observe_next and i == len(decision.executed_prefix) - 1
             )
             executed += 1
-            if probe is not None and goals is not None:
-                goals.observe(executed, probe.goal_predicates())
+            note_goals(executed)
             if outcome.success and first_success is None:
                 first_success = (executed, sequence)
             capture = outcome.capture
@@ -171,10 +172,8 @@ def _replay(
         if counters.first_success_control is None
         else (counters.first_success_control, counters.first_success_policy_call)
     )
-    replayed_success = None
-    if first_success is not None:
-        # Each observation is answered by one policy call: call n answers observation n.
-        replayed_success = first_success
+    # Each observation is answered by one policy call: call n answers observation n.
+    replayed_success = first_success
     if executed != counters.executed_controls:
         raise _Diverged(
             "executed_controls",

@@ -72,8 +72,17 @@ def _suite_rows(report: Report) -> list[list[str]]:
         rows.append(
             [
                 esc(name),
-                *(esc(v) for v in (t.selected, t.completed, t.success, t.failure, t.errored)),
-                esc(t.unattempted),
+                *(
+                    esc(v)
+                    for v in (
+                        t.selected,
+                        t.completed,
+                        t.success,
+                        t.failure,
+                        t.errored,
+                        t.unattempted,
+                    )
+                ),
                 esc(_percent(t.success_rate_over_selected)),
                 esc(_interval(t.success_rate_over_selected_interval)),
                 esc(_percent(t.success_rate_over_completed)),
@@ -149,18 +158,14 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         "latest": "yes" if latest else "superseded",
     }
     if isinstance(result, EpisodeResult):
-        row.update(
-            suite=result.case.suite,
-            task=str(result.case.task_index),
-            state=str(result.case.init_state_index),
-            outcome=result.outcome,
-            termination=result.termination or result.truncation or "",
-            **{
-                "policy calls": str(result.counters.policy_calls),
-                "controls": str(result.counters.executed_controls),
-            },
-            error=", ".join(f"{e.kind}: {e.code}" for e in result.errors),
-        )
+        row["suite"] = result.case.suite
+        row["task"] = str(result.case.task_index)
+        row["state"] = str(result.case.init_state_index)
+        row["outcome"] = result.outcome
+        row["termination"] = result.termination or result.truncation or ""
+        row["policy calls"] = str(result.counters.policy_calls)
+        row["controls"] = str(result.counters.executed_controls)
+        row["error"] = ", ".join(f"{e.kind}: {e.code}" for e in result.errors)
     elif isinstance(result, CorruptResult):
         row["error"] = result.reason
     return row

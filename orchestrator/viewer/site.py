@@ -58,14 +58,13 @@ def _copy_if_changed(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def _media(timeline: AttemptTimeline, folder: Path) -> AttemptTimeline:
+def _copy_media(timeline: AttemptTimeline, folder: Path) -> None:
     """Copy what the page shows into the site, at the names the timeline gives."""
     for decision in timeline.decisions:
         for name in decision.images.values():
             _copy_if_changed(timeline.directory / name, folder / name)
     for name in timeline.videos.values():
         _copy_if_changed(timeline.directory / name, folder / name)
-    return timeline
 
 
 def build_site(run_dir: Path, out: Path) -> SiteSummary:
@@ -76,18 +75,19 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     make_private_dir(out)
     live = run.in_use()
     report = build_report(run_dir)
-    latest = set(report.superseded_attempts)
+    superseded = set(report.superseded_attempts)
     written = 0
     rows = []
     records = [r for r in run.attempts() if SAFE_NAME.match(r.attempt_id)]
     for record in records:
         folder = out / "attempts" / record.attempt_id
         make_private_dir(folder)
-        timeline = _media(read_timeline(record.directory), folder)
+        timeline = read_timeline(record)
+        _copy_media(timeline, folder)
         running = live and timeline.result is None
         page = attempt_page(timeline, live=running, diagnostics=read_diagnostics(record.directory))
         written += _write_if_changed(folder / "index.html", page)
-        rows.append(attempt_row(timeline, latest=record.attempt_id not in latest))
+        rows.append(attempt_row(timeline, latest=record.attempt_id not in superseded))
     written += _write_if_changed(out / "style.css", STYLE)
     written += _write_if_changed(out / "viewer.js", SCRIPT)
     manifest = run.read_manifest()

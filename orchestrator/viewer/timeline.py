@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import CorruptResult, read_result
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE, RESULT_FILE, STEPS_FILE
+from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult
+from mailroom.orchestrator.episode.evidence import EVENTS_FILE, STEPS_FILE
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS
 
@@ -153,7 +153,9 @@ def _feedback_codes(feedback: Any) -> list[str]:
     return [str(i.get("code")) for i in issues if isinstance(i, dict)]
 
 
-def read_timeline(directory: Path) -> AttemptTimeline:
+def read_timeline(record: AttemptRecord) -> AttemptTimeline:
+    """The attempt's timeline; its result is the one the run directory read already."""
+    directory = record.directory
     problems: list[str] = []
     events = _read_jsonl(directory / EVENTS_FILE, problems)
     by_sequence: dict[int, Decision] = {}
@@ -161,16 +163,16 @@ def read_timeline(directory: Path) -> AttemptTimeline:
     def decision(sequence: int) -> Decision:
         return by_sequence.setdefault(sequence, Decision(sequence))
 
-    for record in events:
-        kind, sequence = record.get("event"), _sequence(record)
+    for event in events:
+        kind, sequence = event.get("event"), _sequence(event)
         if sequence is None:
             continue
         if kind == "observation_published":
             shown = decision(sequence)
-            hashes = record.get("image_sha256")
+            hashes = event.get("image_sha256")
             if isinstance(hashes, dict):
                 shown.image_sha256 = {str(k): str(v) for k, v in hashes.items()}
-            shown.feedback_shown = record.get("feedback")
+            shown.feedback_shown = event.get("feedback")
             shown.counters_shown = _observation_counters(
                 directory / "observations" / f"obs-{sequence}.json"
             )
@@ -180,23 +182,23 @@ def read_timeline(directory: Path) -> AttemptTimeline:
                     shown.images[camera] = name
         elif kind in ("response_claimed", "response_rejected"):
             answered = decision(sequence)
-            answered.verdict, answered.reasons = _verdict(record)
-            sha = record.get("sha256")
+            answered.verdict, answered.reasons = _verdict(event)
+            sha = event.get("sha256")
             answered.response_sha256 = sha if isinstance(sha, str) else None
             raw = directory / "responses" / f"resp-{sequence}.json"
             if raw.is_file():
                 answered.response = ShownText.of(raw.read_bytes())
         elif kind == "actions_executed":
             done = decision(sequence)
-            done.executed_prefix = _vectors(record.get("executed_prefix"))
-            total = record.get("executed_controls_total")
+            done.executed_prefix = _vectors(event.get("executed_prefix"))
+            total = event.get("executed_controls_total")
             done.executed_controls_total = total if isinstance(total, int) else None
-            done.native_success = record.get("native_success") is True
+            done.native_success = event.get("native_success") is True
         elif kind == "decision_served":
             served = decision(sequence)
-            served.latency_ms = _number(record.get("latency_ms"))
-            served.queue_delay_ms = _number(record.get("queue_delay_ms"))
-            served.processing_ms = _number(record.get("processing_ms"))
+            served.latency_ms = _number(event.get("latency_ms"))
+            served.queue_delay_ms = _number(event.get("queue_delay_ms"))
+            served.processing_ms = _number(event.get("processing_ms"))
     decisions = [by_sequence[s] for s in sorted(by_sequence)]
     for current, following in itertools.pairwise(decisions):
         current.feedback_after = following.feedback_shown
@@ -204,8 +206,7 @@ def read_timeline(directory: Path) -> AttemptTimeline:
             following.feedback_shown
         ):
             current.verdict = "deferred stop"
-    result_path = directory / RESULT_FILE
-    result = read_result(result_path) if result_path.exists() else None
+    result = record.result
     if isinstance(result, CorruptResult):
         problems.append(f"result.json cannot be trusted: {result.reason}")
     steps = _read_jsonl(directory / STEPS_FILE, problems)
@@ -223,7 +224,7 @@ def read_timeline(directory: Path) -> AttemptTimeline:
         if (directory / name).is_file()
     }
     return AttemptTimeline(
-        attempt_id=directory.name,
+        attempt_id=record.attempt_id,
         directory=directory,
         result=result,
         decisions=decisions,
