@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 # Every package of the venv, the dev tools included, at one version with its hashes.
 LOCK := requirements/lock.txt
+# LIBERO-Plus's package, alone: its metadata pins numpy<2 (see the file).
+PLUS_LOCK := requirements/liberoplus.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
 SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
@@ -13,12 +15,15 @@ export PYOPENGL_PLATFORM := egl
 
 .PHONY: demo test lint typecheck system-deps lock clean
 
-$(STAMP): $(SOURCES) $(LOCK)
+$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
 	@$(MAKE) --no-print-directory system-deps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev,ray]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(PLUS_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev,ray,plus]' --config-settings editable_mode=strict
+	@# LIBERO-Plus finds its assets only in its own package folder: link libero-pro's there.
+	$(BIN)/python -m mailroom.orchestrator.sim.plus_assets
 	@# robosuite's documented one-time set-up: a private macros file equal to its defaults
 	@# (no behaviour changes; it only stops the warning printed at every import).
 	@$(BIN)/python -c "import os, shutil, robosuite; d = robosuite.__path__[0]; \
@@ -29,7 +34,8 @@ $(STAMP): $(SOURCES) $(LOCK)
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
 # headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
 # (standard library only) runs the built-in diagnostic actor inside the sandbox; chromium
-# is the browser the viewer's tests drive.
+# is the browser the viewer's tests drive; ImageMagick's MagickWand is what Wand calls for
+# LIBERO-Plus's motion-blur noise.
 system-deps:
 	@missing=""; \
 	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
@@ -38,14 +44,15 @@ system-deps:
 	ldconfig -p | grep -q 'libseccomp.so.2' || missing="$$missing libseccomp2"; \
 	test -x /usr/bin/python3 || missing="$$missing python3"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	ldconfig -p | grep -q 'libMagickWand-6.Q16.so.6' || missing="$$missing libmagickwand-6.q16-6"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# `make lock` rewrites $(LOCK) from pyproject.toml ([project].dependencies, the dev and
-# the ray extras) for CPython 3.11 on Linux x86_64, with every file's sha256. uv keeps
+# `make lock` rewrites $(LOCK) from pyproject.toml ([project].dependencies, the dev, ray
+# and plus extras) for CPython 3.11 on Linux x86_64, with every file's sha256. uv keeps
 # each version the lock already holds unless pyproject.toml rules it out; to move one
 # on, delete its lines from $(LOCK) first. uv itself, pinned, gets a venv of its own under $(VENV)/tools
 # (made on first use; `make clean` removes it with the rest). Needs the package index.
@@ -58,7 +65,7 @@ $(UV):
 	$(UV_VENV)/bin/python -m pip install --quiet uv==$(UV_VERSION)
 
 lock: $(UV)
-	$(UV) pip compile --quiet pyproject.toml --extra dev --extra ray --generate-hashes \
+	$(UV) pip compile --quiet pyproject.toml --extra dev --extra ray --extra plus --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 
 demo: $(STAMP)

@@ -17,6 +17,8 @@ from packaging.version import Version
 from test_manifest import external_manifest
 
 LOCK = REPO / "requirements" / "lock.txt"
+# LIBERO-Plus's package alone, installed without its dependencies (its numpy<2 pin).
+PLUS_LOCK = REPO / "requirements" / "liberoplus.txt"
 PROJECT = "mailroom"
 
 
@@ -54,13 +56,17 @@ def parse_lock(text: str) -> dict[str, Locked]:
 
 @cache
 def lock() -> dict[str, Locked]:
-    return parse_lock(LOCK.read_text(encoding="utf-8"))
+    """Every pinned package: the lock and LIBERO-Plus's own file."""
+    return {
+        **parse_lock(LOCK.read_text(encoding="utf-8")),
+        **parse_lock(PLUS_LOCK.read_text(encoding="utf-8")),
+    }
 
 
 def declared() -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     extras = project["optional-dependencies"]
-    names = [*project["dependencies"], *extras["dev"], *extras["ray"]]
+    names = [*project["dependencies"], *extras["dev"], *extras["ray"], *extras["plus"]]
     return [Requirement(name) for name in names]
 
 
