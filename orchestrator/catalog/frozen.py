@@ -19,9 +19,12 @@ CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog
 CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
 CATALOG_RESOURCE = "libero_catalog.json"
 
-Benchmark = Literal["libero", "libero_pro"]
+Benchmark = Literal["libero", "libero_pro", "libero_plus"]
+# The families of this catalog; LIBERO-Plus has its own (`catalog.plus_frozen`).
 BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
-InstructionSource = Literal["task.language", "bddl.language_instruction"]
+InstructionSource = Literal[
+    "task.language", "bddl.language_instruction", "task.language_without_perturbation"
+]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 RelativePath = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")]
 Positive = Annotated[int, Field(ge=1)]
@@ -192,13 +195,30 @@ def is_current_catalog(sha256: str) -> bool:
 
 
 def catalog_entry(suite: str, task_index: int) -> CatalogEntry:
+    """A suite's entry, from whichever frozen catalog holds the suite."""
+    from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
+
+    if is_plus_suite(suite):
+        return load_plus_catalog().entry(suite, task_index)
     return load_catalog().entry(suite, task_index)
 
 
+def catalog_sha256_of(benchmark: str) -> str:
+    """The hash of the frozen catalog that holds a benchmark's suites."""
+    from mailroom.orchestrator.catalog.plus_frozen import plus_catalog_sha256
+
+    return plus_catalog_sha256() if benchmark == "libero_plus" else catalog_sha256()
+
+
 def reference_horizon(suite: str) -> ReferenceHorizon:
-    """The suite's reference horizon; PRO suites inherit their base suite's."""
+    """The suite's reference horizon; PRO and Plus suites inherit their base suite's."""
+    from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
+
     catalog = load_catalog()
-    base = catalog.suite_entries(suite)[0].base_suite
+    if is_plus_suite(suite):
+        base = load_plus_catalog().suite_entries(suite)[0].base_suite
+    else:
+        base = catalog.suite_entries(suite)[0].base_suite
     record = catalog.reference_horizons[base]
     return ReferenceHorizon(record.controls, record.source)
 
