@@ -122,6 +122,7 @@ def _manifest(request: CampaignRequest, run: RunDirectory) -> dict[str, Any]:
         workers=request.workers,
         confinement=request.confinement,
         sandbox_tool=None if sandbox is None else sandbox.tool,
+        benchmark=request.plan.benchmark,
     )
 
 

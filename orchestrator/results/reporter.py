@@ -29,7 +29,9 @@ from typing import Annotated, Any, Literal
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.plans import parse_plan
+from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -198,6 +200,8 @@ class Report(BaseModel):
     complete: bool
     overall: Tally
     suites: dict[str, Tally]
+    # LIBERO-Plus: each suite's cases by perturbation category, keyed "suite/category".
+    categories: dict[str, Tally] = Field(default_factory=dict)
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     corrupt_results: list[dict[str, str]]
     superseded_attempts: list[str]
@@ -285,6 +289,16 @@ def run_status(run: RunDirectory) -> dict[str, int]:
     return state
 
 
+def plus_category(case: Case) -> str | None:
+    """A LIBERO-Plus case's perturbation category (None for other benchmarks)."""
+    if not is_plus_suite(case.suite):
+        return None
+    try:
+        return load_plus_catalog().entry(case.suite, case.task_index).category
+    except CatalogError:
+        return "unknown"
+
+
 def build_report(run_dir: Path) -> Report:
     run = RunDirectory(run_dir)
     manifest: dict[str, Any] = run.read_manifest()
@@ -294,8 +308,12 @@ def build_report(run_dir: Path) -> Report:
     by_suite: dict[str, list[CaseCount]] = defaultdict(list)
     modes: dict[str, int] = defaultdict(int)
     not_confined: list[str] = []
-    for case in cases:
+    by_category: dict[str, list[CaseCount]] = defaultdict(list)
+    for case, selected in zip(cases, plan.to_cases(), strict=True):
         by_suite[case.suite].append(case)
+        category = plus_category(selected)
+        if category is not None:
+            by_category[f"{case.suite}/{category}"].append(case)
         if isinstance(case.result, EpisodeResult) and case.attempt_id is not None:
             modes[confinement_label(case.result)] += 1
             if not case.result.confined:
@@ -309,6 +327,7 @@ def build_report(run_dir: Path) -> Report:
         complete=overall.unattempted == 0,
         overall=overall,
         suites={suite: tally(group) for suite, group in by_suite.items()},
+        categories={key: tally(group) for key, group in by_category.items()},
         corrupt_results=[{"file": str(c.path), "reason": c.reason} for c in latest.corrupt],
         superseded_attempts=sorted(latest.superseded),
         not_blinded_attempts=sorted(

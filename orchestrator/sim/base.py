@@ -40,6 +40,22 @@ class SimulatorError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Perturbation:
+    """How a LIBERO-Plus task differs from its base task, as the adapter applies it.
+
+    `env_bddl_path` is the name the package's env is given (camera, robot-init and noise
+    ride on it); `robot_init` non-zero means the robot starts from a perturbed joint
+    pose, re-applied after the released state; `noise` is the package's sensor-noise
+    level (0 none), applied to every agentview image delivered or recorded.
+    """
+
+    category: str
+    env_bddl_path: Path
+    robot_init: int
+    noise: int
+
+
+@dataclass(frozen=True)
 class TaskIdentity:
     """A task as the simulator builds it: its files, their hashes and the instruction.
 
@@ -58,6 +74,7 @@ class TaskIdentity:
     bddl_sha256: str
     init_states_sha256: str
     n_init_states: int
+    perturbation: Perturbation | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ Native semantics: `env.seed(seed)` before every `reset()`, the released initial 
 ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: they are
 validated before they reach here), native success from `env.step` after every control.
 
+LIBERO-Plus tasks run through the same adapter on the package's own env, with their
+perturbation applied as `sim.plus` describes.
+
 Cameras render only for controls whose observation is delivered: each camera
 observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
 moment (one physics substep before the end of the control) and the delivered bytes are
@@ -27,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes, sha256_file
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
+from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite
 from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.sim.base import (
     CAMERAS,
@@ -37,6 +41,7 @@ from mailroom.orchestrator.sim.base import (
     ControlOutcome,
     EpisodeStart,
     Image,
+    Perturbation,
     SimulatorError,
     TaskIdentity,
 )
@@ -64,6 +69,10 @@ def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> Task
     BDDL's own language for PRO suites. A file whose hash differs from the frozen one
     means another package than the catalog's: refused, never silently used.
     """
+    if is_plus_suite(suite):
+        from mailroom.orchestrator.sim.plus import resolve_plus_task
+
+        return resolve_plus_task(suite, task_index, task_order_index)
     if task_order_index != 0:
         raise CatalogError("only task order index 0 (the native order) is catalogued")
     entry = catalog_entry(suite, task_index)
@@ -92,7 +101,12 @@ def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> Task
 
 
 def load_init_states(identity: TaskIdentity) -> npt.NDArray[np.float64]:
-    """The released initial states, read the way the package reads them (no pickle)."""
+    """The released initial states, read the way the package reads them (no pickle;
+    LIBERO-Plus's through a loader that admits only a plain float64 array)."""
+    if identity.perturbation is not None:
+        from mailroom.orchestrator.sim.plus import load_plus_states
+
+        return load_plus_states(identity)
     with np.load(identity.init_states_path, allow_pickle=False) as data:
         return np.asarray(data["states"], dtype=np.float64)
 
@@ -304,6 +318,7 @@ class LiberoAdapter:
         self._gate = _RenderGate()
         self._scenes = _SceneCache()
         self._states: npt.NDArray[np.float64] | None = None
+        self._perturbation: Perturbation | None = None
         self.envs_built = 0
 
     def set_control_cap(self, control_cap: int) -> None:
@@ -320,19 +335,33 @@ class LiberoAdapter:
         # robosuite raises past its horizon: keep it well above every control we may send.
         return self.control_cap + SETTLING_CONTROLS + 10
 
+    @staticmethod
+    def _env_key_of(identity: TaskIdentity) -> tuple[str, int]:
+        # A LIBERO-Plus env is its name's (camera, robot init, noise), not only its file's.
+        name = identity.bddl_path
+        if identity.perturbation is not None:
+            name = identity.perturbation.env_bddl_path
+        return (str(name), identity.task_order_index)
+
     def _build(self, identity: TaskIdentity) -> None:
         self._close_env()  # the scene's compiled model stays: the next task may share it
+        self._perturbation = identity.perturbation
         with simulator_chatter_to_stderr():
-            from libero.libero.envs import OffScreenRenderEnv
+            if identity.perturbation is not None:
+                from mailroom.orchestrator.sim.plus import build_plus_env
 
-            env = OffScreenRenderEnv(
-                bddl_file_name=str(identity.bddl_path),
-                camera_heights=self.image_size,
-                camera_widths=self.image_size,
-                horizon=self.env_horizon,
-            )
+                env = build_plus_env(identity, image_size=self.image_size, horizon=self.env_horizon)
+            else:
+                from libero.libero.envs import OffScreenRenderEnv
+
+                env = OffScreenRenderEnv(
+                    bddl_file_name=str(identity.bddl_path),
+                    camera_heights=self.image_size,
+                    camera_widths=self.image_size,
+                    horizon=self.env_horizon,
+                )
         self._env = env
-        self._env_key = (str(identity.bddl_path), identity.task_order_index)
+        self._env_key = self._env_key_of(identity)
         self._scenes.new_env()
         self._install_gates()
         self._states = load_init_states(identity)
@@ -406,7 +435,12 @@ class LiberoAdapter:
 
     def _capture(self, obs: dict[str, Any]) -> Capture:
         with CLOCK.phase("capture"):
-            images = {camera: _transform(obs[f"{camera}_image"]) for camera in CAMERAS}
+            raw = {camera: obs[f"{camera}_image"] for camera in CAMERAS}
+            if self._perturbation is not None and self._perturbation.noise:
+                from mailroom.orchestrator.sim.plus import noised_agentview
+
+                raw["agentview"] = noised_agentview(raw["agentview"], self._perturbation)
+            images = {camera: _transform(image) for camera, image in raw.items()}
         if not self.proprio:
             return Capture(images=images, joint_pos=None, gripper_qpos=None)
         joints = tuple(float(x) for x in np.asarray(obs["robot0_joint_pos"]).ravel())
@@ -417,7 +451,7 @@ class LiberoAdapter:
         self, identity: TaskIdentity, init_state_index: int, seed: int
     ) -> EpisodeStart:
         """Seed, reset, install the released state, settle; return the first capture."""
-        key = (str(identity.bddl_path), identity.task_order_index)
+        key = self._env_key_of(identity)
         try:
             if self._env is None or self._env_key != key:
                 self._build(identity)
@@ -438,6 +472,10 @@ class LiberoAdapter:
                 self._give_back_memory()
                 self._make_current()
                 env.set_init_state(state)
+                if identity.perturbation is not None and identity.perturbation.robot_init:
+                    from mailroom.orchestrator.sim.plus import reapply_robot_init
+
+                    reapply_robot_init(env)
                 settled_success = False
                 obs: dict[str, Any] = {}
                 for i in range(SETTLING_CONTROLS):

