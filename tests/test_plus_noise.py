@@ -155,6 +155,27 @@ def test_draws_come_from_numpys_global_random_state(level: int) -> None:
     )
 
 
+@pytest.mark.parametrize("level", [1, 31, 41])
+def test_an_episodes_own_draws_are_the_global_draws_of_the_same_seed(level: int) -> None:
+    """Given a `RandomState`, the package's functions draw from it exactly as they would
+    from the global state seeded the same, and leave the global state alone: another
+    episode reseeding it (its `env.seed`) cannot change this episode's noise."""
+    image = scene()
+    expected = seeded(5, lambda: apply_noise(image, level))
+    untouched = np.random.RandomState(123).random_sample()
+    np.random.seed(123)
+    own = apply_noise(image, level, np.random.RandomState(5))
+    assert np.random.random_sample() == untouched  # the global state was not drawn from
+    assert np.array_equal(own, expected)
+    np.random.seed(999)  # what a concurrent episode's env.seed does meanwhile
+    draws = np.random.RandomState(5)
+    first = apply_noise(image, level, draws)
+    np.random.seed(0)
+    second = apply_noise(image, level, draws)
+    assert np.array_equal(first, expected)
+    assert not np.array_equal(second, first)  # the next frame's draws come next
+
+
 def test_motion_blur_output_as_the_package_returns_it(wrapper: ModuleType) -> None:
     """The package's motion blur returns a channel-reordered view (not contiguous);
     `apply_noise` hands back a contiguous copy of the same pixels."""

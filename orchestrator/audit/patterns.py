@@ -22,7 +22,8 @@ from typing import Literal
 
 from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError, load_catalog
+from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry, load_catalog
+from mailroom.orchestrator.catalog.plus_frozen import PlusEntry
 
 IdentifierKind = Literal[
     "run_id",
@@ -167,16 +168,18 @@ class _CaseFacts:
 
 
 def _case_facts(cases: Iterable[Case]) -> _CaseFacts:
-    catalog = load_catalog()
     names: set[str] = set()
     bddl: set[str] = set()
     for case in cases:
         try:
-            entry = catalog.entry(case.suite, case.task_index)
+            entry = catalog_entry(case.suite, case.task_index)
         except CatalogError:
             continue
         names.add(entry.task_name)
         bddl.add(Path(entry.bddl_path).name)
+        if isinstance(entry, PlusEntry):  # the name its env is given, perturbation and all
+            bddl.add(Path(entry.env_bddl_name).name)
+            names.add(entry.base_task_name)
     return _CaseFacts(frozenset(names), frozenset(bddl))
 
 

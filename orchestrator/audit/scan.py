@@ -31,7 +31,7 @@ from mailroom.orchestrator.audit.patterns import (
 )
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError, load_catalog
+from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
 from mailroom.orchestrator.episode.evidence import EVENTS_FILE
 from mailroom.timestamps import utc_timestamp
@@ -328,7 +328,7 @@ def _instruction_of(case: Case | None) -> str | None:
     if case is None:
         return None
     try:
-        return load_catalog().entry(case.suite, case.task_index).instruction
+        return catalog_entry(case.suite, case.task_index).instruction
     except CatalogError:
         return None
 

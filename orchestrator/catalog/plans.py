@@ -121,8 +121,9 @@ class Plan(FrozenModel):
             raise ValueError(f"every case must belong to benchmark {self.benchmark}")
         if len(set(self.cases)) != len(self.cases):
             raise ValueError("a plan never repeats a case")
-        if self.schema_ == PLAN_SCHEMA and self.benchmark not in V1_BENCHMARKS:
-            raise ValueError(f"a {self.benchmark} plan is a {PLAN_SCHEMA_V2} document")
+        if (self.schema_ == PLAN_SCHEMA) != (self.benchmark in V1_BENCHMARKS):
+            version = PLAN_SCHEMA if self.benchmark in V1_BENCHMARKS else PLAN_SCHEMA_V2
+            raise ValueError(f"a {self.benchmark} plan is a {version} document")
         return self
 
     def document(self) -> dict[str, Any]:
@@ -311,6 +312,7 @@ def _plus_selection(
 ) -> _Selection:
     """LIBERO-Plus plans: by suite, category and task, over the offline tasks only."""
     catalog = load_plus_catalog()
+    catalog.suite_entries(suite, category)  # an unknown suite or category, refused first
     if kind in ("development", "all"):
         raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {suite}")
     picked = f"{category} tasks" if category else "tasks"
@@ -325,8 +327,9 @@ def _plus_selection(
         else:
             entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
         shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
+        picked = "one offline task per category" if task_ids is None else f"tasks {_ids(task_ids)}"
         return _Selection(
-            label=f"fast: {suite}, one offline task per category, each once",
+            label=f"fast: {suite}, {picked}, each once",
             description=f"Fast plan: {suite} tasks {shown}, {_ONCE_NOTE}"[:2000],
             cases=_once(entries),
         )

@@ -9,7 +9,7 @@ a task's index is its place in the package's own task order 0.
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Annotated, Literal, get_args
 
@@ -41,6 +41,10 @@ PlusCategory = Literal[
 ]
 PLUS_CATEGORIES: tuple[str, ...] = get_args(PlusCategory)
 NonNegative = Annotated[int, Field(ge=0)]
+
+
+class UnknownCategoryError(UnknownSuiteError):
+    """A LIBERO-Plus category the catalog does not know."""
 
 
 class PlusEntry(CatalogEntry):
@@ -115,13 +119,16 @@ class PlusCatalog(FrozenModel):
     def suite_names(self) -> list[str]:
         return list(self.suites)
 
-    def suite_entries(self, suite: str, category: str | None = None) -> list[PlusEntry]:
+    def _check_suite(self, suite: str) -> None:
         if suite not in self.suites:
             raise UnknownSuiteError(
                 f"unknown suite {suite!r}; the LIBERO-Plus catalog has: {', '.join(self.suites)}"
             )
+
+    def suite_entries(self, suite: str, category: str | None = None) -> list[PlusEntry]:
+        self._check_suite(suite)
         if category is not None and category not in PLUS_CATEGORIES:
-            raise UnknownSuiteError(
+            raise UnknownCategoryError(
                 f"unknown LIBERO-Plus category {category!r}; choose one of "
                 f"{', '.join(PLUS_CATEGORIES)}"
             )
@@ -131,10 +138,15 @@ class PlusCatalog(FrozenModel):
             if e.suite == suite and (category is None or e.category == category)
         ]
 
+    @cached_property
+    def _by_index(self) -> dict[tuple[str, int], PlusEntry]:
+        return {(e.suite, e.task_index): e for e in self.entries}
+
     def entry(self, suite: str, task_index: int) -> PlusEntry:
-        for candidate in self.suite_entries(suite):
-            if candidate.task_index == task_index:
-                return candidate
+        self._check_suite(suite)
+        found = self._by_index.get((suite, task_index))
+        if found is not None:
+            return found
         n = self.suites[suite].n_tasks
         refused = next(
             (e for e in self.excluded if e.suite == suite and e.task_index == task_index), None

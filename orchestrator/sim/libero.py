@@ -319,6 +319,10 @@ class LiberoAdapter:
         self._scenes = _SceneCache()
         self._states: npt.NDArray[np.float64] | None = None
         self._perturbation: Perturbation | None = None
+        # A noise task's episode seed, and the controls executed since its reset: each
+        # noised frame draws from a state of its own, made from the two.
+        self._noise_seed: int | None = None
+        self._controls = 0
         self.envs_built = 0
 
     def set_control_cap(self, control_cap: int) -> None:
@@ -436,10 +440,11 @@ class LiberoAdapter:
     def _capture(self, obs: dict[str, Any]) -> Capture:
         with CLOCK.phase("capture"):
             raw = {camera: obs[f"{camera}_image"] for camera in CAMERAS}
-            if self._perturbation is not None and self._perturbation.noise:
-                from mailroom.orchestrator.sim.plus import noised_agentview
+            if self._perturbation is not None and self._noise_seed is not None:
+                from mailroom.orchestrator.sim.plus import noise_draws, noised_agentview
 
-                raw["agentview"] = noised_agentview(raw["agentview"], self._perturbation)
+                draws = noise_draws(self._noise_seed, self._controls)
+                raw["agentview"] = noised_agentview(raw["agentview"], self._perturbation, draws)
             images = {camera: _transform(image) for camera, image in raw.items()}
         if not self.proprio:
             return Capture(images=images, joint_pos=None, gripper_qpos=None)
@@ -476,11 +481,16 @@ class LiberoAdapter:
                     from mailroom.orchestrator.sim.plus import reapply_robot_init
 
                     reapply_robot_init(env)
+                self._controls = 0
+                self._noise_seed = None
+                if identity.perturbation is not None and identity.perturbation.noise:
+                    self._noise_seed = seed
                 settled_success = False
                 obs: dict[str, Any] = {}
                 for i in range(SETTLING_CONTROLS):
                     self._gate.open = i == SETTLING_CONTROLS - 1
                     obs, _reward, done, _info = env.step(np.array(SETTLING_ACTION))
+                    self._controls += 1
                     settled_success = settled_success or bool(done)
         except (KeyError, AssertionError):
             raise
@@ -507,6 +517,7 @@ class LiberoAdapter:
                 self._make_current()
             with CLOCK.phase("control_step"):
                 obs, _reward, done, _info = self._env.step(vector)
+            self._controls += 1
         except Exception as exc:
             raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
         capture = self._capture(obs) if observe or self.record_frames else None

@@ -7,8 +7,10 @@ settling, native success). Three perturbations need more than the package's env 
   pose, which `reset()` applies and the released state then overwrites; it is put back
   here right after the released state, before settling.
 - sensor noise: the package noises agentview in its `step()` and `reset()` whether or
-  not the image is looked at; the adapter turns that off and applies the same function
-  at the same level to each agentview image it delivers or records instead.
+  not the image is looked at, drawing from NumPy's global random state (which any other
+  episode's `env.seed` resets); the adapter turns that off and applies the same function
+  at the same level to each agentview image it delivers or records, each frame drawing
+  from a random state of its own, seeded with the episode's seed and the frame's control.
 - instruction: the catalog's, never the package's `task.language` (which carries the
   perturbation tokens).
 """
@@ -101,10 +103,23 @@ def reapply_robot_init(env: Any) -> None:
     inner.sim.forward()
 
 
-def noised_agentview(raw: Any, perturbation: Perturbation | None) -> Image:
+def noise_draws(seed: int, control: int) -> np.random.RandomState:
+    """The draws of the frame seen after `control` controls of an episode of `seed`.
+
+    A frame's noise is a function of the episode and the moment alone: the same whether
+    every control is recorded or only the delivered ones are, live or in a replay, and
+    whatever other episodes of the process do. (The package's functions call the
+    `RandomState` methods of NumPy's legacy global API.)
+    """
+    return np.random.RandomState([seed & 0xFFFFFFFF, control])
+
+
+def noised_agentview(
+    raw: Any, perturbation: Perturbation | None, draws: np.random.RandomState
+) -> Image:
     """The raw (bottom-up) agentview image with the task's noise, as the package noises
     the image its env returns."""
     array: Image = np.asarray(raw)
     if perturbation is None or perturbation.noise == 0:
         return array
-    return apply_noise(array, perturbation.noise)
+    return apply_noise(array, perturbation.noise, draws)

@@ -8,7 +8,10 @@ meaning and passes everything else through, so the noise is the package's.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -63,10 +66,36 @@ def noise_module() -> ModuleType:
     return module
 
 
-def apply_noise(raw_image: npt.NDArray[np.uint8], level: int) -> npt.NDArray[np.uint8]:
+_DRAWING = threading.Lock()
+
+
+@contextlib.contextmanager
+def _draws_from(module: ModuleType, rng: np.random.RandomState | None) -> Iterator[None]:
+    """While the package's noise runs, its `np.random` is `rng` (a `RandomState` has the
+    module functions it calls); without one, NumPy's global state, as in the package."""
+    if rng is None:
+        yield
+        return
+    shim = module.np
+    assert isinstance(shim, Numpy2Shim)
+    with _DRAWING:
+        vars(shim)["random"] = rng
+        try:
+            yield
+        finally:
+            vars(shim).pop("random")
+
+
+def apply_noise(
+    raw_image: npt.NDArray[np.uint8], level: int, rng: np.random.RandomState | None = None
+) -> npt.NDArray[np.uint8]:
     """The agentview image as `ControlEnv.step` transforms it at noise `level` (1-10
-    motion, 11-20 Gaussian, 21-30 zoom, 31-40 fog, 41-50 glass; 0 none). Draws come from
-    NumPy's global random state, as in the package."""
+    motion, 11-20 Gaussian, 21-30 zoom, 31-40 fog, 41-50 glass; 0 none).
+
+    The package draws from NumPy's global random state, which every `env.seed` resets:
+    with several live episodes in one process their draws would interleave. Given `rng`,
+    the same functions draw from it instead, so an episode's noise is its own.
+    """
     if type(level) is not int or not 0 <= level <= MAX_NOISE_LEVEL:
         raise ValueError(f"noise level {level!r} is not an integer in 0..{MAX_NOISE_LEVEL}")
     if level == 0:
@@ -76,16 +105,17 @@ def apply_noise(raw_image: npt.NDArray[np.uint8], level: int) -> npt.NDArray[np.
     wrapper = noise_module()
     pil_image = PILImage.fromarray(raw_image)
     noisy: npt.NDArray[Any]
-    if level <= 10:
-        noisy = wrapper.motion_blur(pil_image, severity=level)
-    elif level <= 20:
-        noisy = wrapper.gaussian_blur(pil_image, severity=level - 10).astype(np.uint8)
-    elif level <= 30:
-        noisy = wrapper.zoom_blur(pil_image, severity=level - 20).astype(np.uint8)
-    elif level <= 40:
-        noisy = wrapper.fog(pil_image, severity=level - 30).astype(np.uint8)
-    else:
-        noisy = wrapper.glass_blur(pil_image, severity=level - 40).astype(np.uint8)
+    with _draws_from(wrapper, rng):
+        if level <= 10:
+            noisy = wrapper.motion_blur(pil_image, severity=level)
+        elif level <= 20:
+            noisy = wrapper.gaussian_blur(pil_image, severity=level - 10).astype(np.uint8)
+        elif level <= 30:
+            noisy = wrapper.zoom_blur(pil_image, severity=level - 20).astype(np.uint8)
+        elif level <= 40:
+            noisy = wrapper.fog(pil_image, severity=level - 30).astype(np.uint8)
+        else:
+            noisy = wrapper.glass_blur(pil_image, severity=level - 40).astype(np.uint8)
     if noisy.dtype != np.uint8 or noisy.shape != raw_image.shape:
         raise SimulatorError(
             f"noise level {level} gave {noisy.dtype} {noisy.shape} for a {raw_image.shape} image"

