@@ -23,6 +23,7 @@ from typing import Literal
 from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry, load_catalog
+from mailroom.orchestrator.catalog.para import ParaEntry
 from mailroom.orchestrator.catalog.plus_frozen import PlusEntry
 
 IdentifierKind = Literal[
@@ -180,6 +181,9 @@ def _case_facts(cases: Iterable[Case]) -> _CaseFacts:
         if isinstance(entry, PlusEntry):  # the name its env is given, perturbation and all
             bddl.add(Path(entry.env_bddl_name).name)
             names.add(entry.base_task_name)
+        if isinstance(entry, ParaEntry):  # the paraphrase's file in the copy
+            bddl.add(Path(entry.para_path).name)
+            names.add(entry.task_name.partition("/")[0])
     return _CaseFacts(frozenset(names), frozenset(bddl))
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.campaign.admission import MemoryPolicy
@@ -28,6 +29,7 @@ from mailroom.orchestrator.campaign.coordinator import (
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.para import PARA_CATALOG_FILE, load_para_catalog, render_para
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -156,6 +158,10 @@ def run_campaign(
         else:
             run.write_manifest(manifest)
             run.plan_path.write_bytes(request.plan_bytes)
+            if request.plan.benchmark == "libero_para":
+                # The copy's catalog (every file's hash, cell and match, the revision),
+                # kept with the run: the manifest and the plan name it by its hash.
+                publish_bytes(run.root / PARA_CATALOG_FILE, render_para(load_para_catalog()))
             run.event("launched", volatile=manifest["volatile"], **live)
         planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
         for seen in planned.interrupted:

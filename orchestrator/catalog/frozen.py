@@ -19,8 +19,9 @@ CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog
 CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
 CATALOG_RESOURCE = "libero_catalog.json"
 
-Benchmark = Literal["libero", "libero_pro", "libero_plus"]
-# The families of this catalog; LIBERO-Plus has its own (`catalog.plus_frozen`).
+Benchmark = Literal["libero", "libero_pro", "libero_plus", "libero_para"]
+# The families of this catalog; LIBERO-Plus has its own (`catalog.plus_frozen`), and
+# LIBERO-Para is catalogued from a local copy (`catalog.para`).
 BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
 InstructionSource = Literal[
     "task.language", "bddl.language_instruction", "task.language_without_perturbation"
@@ -196,26 +197,35 @@ def is_current_catalog(sha256: str) -> bool:
 
 def catalog_entry(suite: str, task_index: int) -> CatalogEntry:
     """A suite's entry, from whichever frozen catalog holds the suite."""
+    from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
     from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
 
     if is_plus_suite(suite):
         return load_plus_catalog().entry(suite, task_index)
+    if suite == PARA_SUITE:
+        return load_para_catalog().entry(task_index)
     return load_catalog().entry(suite, task_index)
 
 
 def catalog_sha256_of(benchmark: str) -> str:
     """The hash of the frozen catalog that holds a benchmark's suites."""
+    from mailroom.orchestrator.catalog.para import load_para_catalog, para_catalog_sha256
     from mailroom.orchestrator.catalog.plus_frozen import plus_catalog_sha256
 
+    if benchmark == "libero_para":
+        return para_catalog_sha256(load_para_catalog())
     return plus_catalog_sha256() if benchmark == "libero_plus" else catalog_sha256()
 
 
 def reference_horizon(suite: str) -> ReferenceHorizon:
-    """The suite's reference horizon; PRO and Plus suites inherit their base suite's."""
+    """The suite's reference horizon; PRO, Plus and Para suites inherit their base suite's."""
+    from mailroom.orchestrator.catalog.para import GOAL_SUITE, PARA_SUITE
     from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
 
     catalog = load_catalog()
-    if is_plus_suite(suite):
+    if suite == PARA_SUITE:
+        base = GOAL_SUITE
+    elif is_plus_suite(suite):
         base = load_plus_catalog().suite_entries(suite)[0].base_suite
     else:
         base = catalog.suite_entries(suite)[0].base_suite

@@ -22,18 +22,18 @@ from mailroom.orchestrator.catalog.frozen import (
     Benchmark,
     Catalog,
     CatalogEntry,
+    CatalogError,
     FrozenModel,
     catalog_entry,
-    catalog_sha256,
     catalog_sha256_of,
     is_current_catalog,
     load_catalog,
 )
+from mailroom.orchestrator.catalog.para import PARA_SUITE, ParaEntry, load_para_catalog
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_CATEGORIES,
     is_plus_suite,
     load_plus_catalog,
-    plus_catalog_sha256,
 )
 from pydantic import Field, ValidationError, model_validator
 
@@ -385,6 +385,73 @@ def _plus_selection(
     )
 
 
+def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | None) -> _Selection:
+    """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
+    ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
+    catalog = load_para_catalog()
+    goal_tasks = None if task_ids is None else list(_unique(task_ids))
+    entries = catalog.select(cell, goal_tasks)
+    where = " ".join(
+        part
+        for part in (
+            f"cell {cell}" if cell is not None else "",
+            f"Goal tasks {_ids(goal_tasks)}" if goal_tasks is not None else "",
+        )
+        if part
+    )
+    picked = f"{PARA_SUITE} {where}".strip()
+    if not entries:
+        raise PlanOptionError(f"the LIBERO-Para copy has no runnable paraphrase for {picked}")
+    revision = catalog.revision or "unrecorded"
+    if kind in ("development", "all"):
+        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {PARA_SUITE}")
+    if kind == "fast":
+        _refuse("fast", cell=cell)
+        firsts: dict[str, ParaEntry] = {}
+        for e in entries:
+            firsts.setdefault(e.cell or "", e)
+        entries = list(firsts.values())
+        return _Selection(
+            label=f"fast: {picked}, one paraphrase per cell, each once",
+            description=(
+                f"Fast plan: {len(entries)} LIBERO-Para paraphrases (copy revision "
+                f"{revision}), the first of each cell, {_ONCE_NOTE}"
+            ),
+            cases=_once(entries),
+        )
+    if kind == "task_coverage":
+        if cell is None and goal_tasks is None:
+            raise PlanOptionError(
+                "plan kind 'task_coverage' on LIBERO-Para needs a cell or Goal task ids"
+            )
+        return _Selection(
+            label=f"task coverage: {picked}, {len(entries)} paraphrases, each once",
+            description=(
+                f"Task-coverage plan: {len(entries)} LIBERO-Para paraphrases of {picked} "
+                f"(copy revision {revision}) in path order, {_ONCE_NOTE}"
+            ),
+            cases=_once(entries),
+        )
+    states = min(e.n_init_states for e in entries)
+    if states < CANONICAL_INIT_STATES:
+        raise PlanOptionError(f"a Goal task has {states} released states, not 50")
+    return _Selection(
+        label=(
+            f"CANONICAL protocol: {picked}, {len(entries)} paraphrases x "
+            f"{CANONICAL_INIT_STATES} Goal states, seed {CANONICAL_SEED}"
+        ),
+        description=(
+            f"The canonical LIBERO protocol over LIBERO-Para (copy revision {revision}): "
+            f"each selected paraphrase on its LIBERO-Goal task from each of the "
+            f"{CANONICAL_INIT_STATES} released Goal states, seed {CANONICAL_SEED}, task "
+            "order 0, success aggregated per cell. Cases interleave paraphrases as the "
+            "canonical protocol interleaves tasks. Every failure and error is kept and "
+            "nothing is retried."
+        ),
+        cases=_canonical(entries),
+    )
+
+
 _BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], _Selection]] = {
     "fast": _fast,
     "development": _development,
@@ -399,6 +466,7 @@ def build_plan(
     suite: str | None = None,
     task_ids: Sequence[int] | None = None,
     category: str | None = None,
+    cell: str | None = None,
 ) -> Plan:
     """Build a plan from the frozen catalog.
 
@@ -410,10 +478,18 @@ def build_plan(
     A LIBERO-Plus suite (`libero_plus_goal`, ...) takes a `category` too: `fast` is one
     offline task per category, `task_coverage` the given tasks or a category's, and
     `canonical` every offline task (of the category) once, as the package prescribes.
+    `libero_para` (the declared LIBERO-Para copy) takes a `cell`, and `task_ids` name
+    LIBERO-Goal tasks: `fast` is the first paraphrase of each cell, `task_coverage` a
+    cell's or Goal tasks' paraphrases once, `canonical` each x the 50 Goal states.
     Unknown suites and task indices raise the catalog's typed lookup errors.
     """
     checked = _kind(kind)
-    if suite is not None and is_plus_suite(suite):
+    if cell is not None and suite != PARA_SUITE:
+        raise PlanOptionError(f"a cell selects LIBERO-Para paraphrases: give --suite {PARA_SUITE}")
+    if suite == PARA_SUITE:
+        _refuse(checked, category=category)
+        selection = _para_selection(checked, task_ids, cell)
+    elif suite is not None and is_plus_suite(suite):
         selection = _plus_selection(checked, suite, task_ids, category)
     else:
         if category is not None:
@@ -502,9 +578,12 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
 
 
 def _check_against_catalog(plan: Plan, catalog: Catalog) -> None:
-    plus = plan.benchmark == "libero_plus"
-    installed = plus_catalog_sha256() if plus else catalog_sha256()
-    current = plan.catalog_sha256 == installed if plus else is_current_catalog(plan.catalog_sha256)
+    own = plan.benchmark in ("libero_plus", "libero_para")  # catalogs of their own
+    try:
+        installed = catalog_sha256_of(plan.benchmark)
+    except CatalogError as exc:  # a LIBERO-Para copy not declared or unreadable
+        raise PlanCatalogMismatchError(f"the plan's catalog cannot be checked: {exc}") from exc
+    current = plan.catalog_sha256 == installed if own else is_current_catalog(plan.catalog_sha256)
     if not current:
         raise PlanCatalogMismatchError(
             f"the plan was built against catalog {plan.catalog_sha256}, "

@@ -23,7 +23,13 @@ from mailroom.orchestrator.audit.disclosure import (
 from mailroom.orchestrator.audit.scan import AUDIT_FILE, AuditError, AuditVerdict, audit_run
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
-from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
+from mailroom.orchestrator.cli.options import (
+    console,
+    json_option,
+    para_dir_option,
+    run_dir_argument,
+    use_run_para_catalog,
+)
 from rich.markup import escape
 from rich.table import Table
 
@@ -85,12 +91,14 @@ def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
 @click.command()
 @run_dir_argument(must_exist=False)
 @json_option("Print the verdict document.")
+@para_dir_option()
 def audit(run_dir: Path, as_json: bool) -> None:
     """Search everything the run's actors could read for private identifiers.
 
     Exit codes: 0 clean; 6 leaks found; 8 nothing leaked but something could not be
     checked (e.g. an endpoint directory is gone); 2 usage error.
     """
+    use_run_para_catalog(run_dir)
     run = _run(run_dir)
     try:
         verdict = audit_run(run_dir)

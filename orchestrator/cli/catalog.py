@@ -21,7 +21,7 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     load_plus_catalog,
     plus_catalog_sha256,
 )
-from mailroom.orchestrator.cli.options import console, json_option
+from mailroom.orchestrator.cli.options import console, json_option, para_dir_option
 from rich.markup import escape
 from rich.table import Table
 
@@ -45,10 +45,29 @@ def _json_out(document: object) -> None:
     default=None,
     help="LIBERO-Plus only: the perturbation category.",
 )
-def catalog(as_json: bool, suite: str | None, benchmark: str | None, category: str | None) -> None:
+@click.option(
+    "--para-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Catalogue a local LIBERO-Para copy: each BDDL file matched to its LIBERO-Goal "
+    "task, or refused with the reason.",
+)
+def catalog(
+    as_json: bool,
+    suite: str | None,
+    benchmark: str | None,
+    category: str | None,
+    para_dir: Path | None,
+) -> None:
     """The frozen LIBERO catalog: suite-task entries in native order, with reference
     horizons and their sources. LIBERO-Plus (`--benchmark libero_plus`, or a
-    `libero_plus_*` suite) has a frozen catalog of its own."""
+    `libero_plus_*` suite) has a frozen catalog of its own; a LIBERO-Para copy is
+    catalogued from its files (`--para-dir`)."""
+    if para_dir is not None:
+        if suite is not None or benchmark is not None or category is not None:
+            raise click.UsageError("--para-dir takes no --suite, --benchmark or --category")
+        _para(as_json, para_dir)
+        return
     if benchmark == "libero_plus" or (suite is not None and is_plus_suite(suite)):
         if benchmark not in (None, "libero_plus"):
             raise click.UsageError(f"suite {suite!r} is not in benchmark {benchmark!r}")
@@ -148,6 +167,44 @@ def _plus(as_json: bool, suite: str | None, category: str | None) -> None:
         console.print(f"[dim]{n} not offline, {escape(reason)}")
 
 
+def _para(as_json: bool, para_dir: Path) -> None:
+    """A LIBERO-Para copy: paraphrases per cell and Goal task, and every refusal."""
+    from mailroom.orchestrator.catalog.para import (
+        para_catalog_sha256,
+        para_document,
+        read_para_copy,
+    )
+
+    try:
+        found = read_para_copy(para_dir)
+    except CatalogError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if as_json:
+        _json_out(para_document(found))
+        return
+    goals = sorted({e.goal_task_index for e in found.entries})
+    table = Table(title=f"LIBERO-Para copy: {len(found.entries)} paraphrases")
+    table.add_column("cell", overflow="fold")
+    for goal in goals:
+        table.add_column(f"g{goal}", justify="right")
+    for cell in sorted(found.cells):
+        row = [
+            sum(e.goal_task_index == g and (e.cell or "") == cell for e in found.entries)
+            for g in goals
+        ]
+        table.add_row(escape(cell or "(none)"), *map(str, row))
+    console.print(table)
+    console.print("[dim]g<N>: LIBERO-Goal task N; a cell is the file's folder in the copy")
+    console.print(f"copy {escape(str(para_dir))}, revision {found.revision or 'unrecorded'}")
+    console.print(f"catalog sha256 {para_catalog_sha256(found)} (a plan records it)")
+    for refused in found.refused:
+        console.print(
+            f"[yellow]refused[/yellow] {escape(refused.para_path)}: {escape(refused.reason)}"
+        )
+    if found.refused:
+        console.print(f"{len(found.refused)} files refused; they are in no plan")
+
+
 def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[int] | None:
     if value is None:
         return None
@@ -170,10 +227,17 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     help="LIBERO-Plus only: the perturbation category (task_coverage, canonical).",
 )
 @click.option(
+    "--cell",
+    default=None,
+    help="LIBERO-Para only (--suite libero_para): the paraphrase-type cell.",
+)
+@para_dir_option()
+@click.option(
     "--task-ids",
     callback=_task_ids,
     default=None,
-    help="Comma-separated task indices, e.g. 0,1 (fast, development, task_coverage).",
+    help="Comma-separated task indices, e.g. 0,1 (fast, development, task_coverage; "
+    "for libero_para, LIBERO-Goal task indices).",
 )
 @click.option(
     "--out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="Plan file."
@@ -184,6 +248,7 @@ def plan(
     kind: str,
     suite: str | None,
     category: str | None,
+    cell: str | None,
     task_ids: list[int] | None,
     out: Path,
     force: bool,
@@ -194,7 +259,7 @@ def plan(
     LIBERO-Plus suite, every offline task once). `fast` on a LIBERO-Plus suite is one
     offline task per category."""
     try:
-        built = build_plan(kind, suite=suite, task_ids=task_ids, category=category)
+        built = build_plan(kind, suite=suite, task_ids=task_ids, category=category, cell=cell)
         write_plan(built, out, overwrite=force)
     except (CatalogError, PlanError) as exc:
         raise click.UsageError(str(exc)) from exc

@@ -44,6 +44,7 @@ from mailroom.orchestrator.cli.options import (
     console,
     json_option,
     mailbox_root_option,
+    para_dir_option,
     progress_bar,
     run_dir_argument,
     run_dir_option,
@@ -421,6 +422,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option("--profile", required=True, help="Method profile under AgentPolicies/.")
+@para_dir_option()
 @run_dir_option("The run directory itself (default: new, under the profile's results/).")
 @mailbox_root_option()
 @click.option(
@@ -583,6 +585,7 @@ def launch(
 @_slots_option(None)
 @_memory_option
 @_executor_options(None)
+@para_dir_option()
 @json_option("Print the report as JSON.")
 def resume(
     run_dir: Path,

@@ -67,6 +67,45 @@ def confinement_option(help_text: str, default: str | None) -> Callable[[F], F]:
     )
 
 
+def _declare_para_dir(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        from mailroom.orchestrator.catalog.para import declare_para_dir
+
+        declare_para_dir(value)
+
+
+def para_dir_option() -> Callable[[F], F]:
+    """`--para-dir`: the local LIBERO-Para copy, declared for this command and the
+    workers it starts (else `$MAILROOM_PARA_DIR`)."""
+    return click.option(
+        "--para-dir",
+        type=click.Path(path_type=Path, exists=True, file_okay=False),
+        default=None,
+        expose_value=False,
+        callback=_declare_para_dir,
+        help="A local LIBERO-Para copy (a folder of BDDL files; docs/liberopara.md).",
+    )
+
+
+def use_run_para_catalog(run_dir: Path) -> None:
+    """A command reading a LIBERO-Para run uses the catalog the run kept unless a copy
+    is declared (`--para-dir`): a published run is re-read without the data set."""
+    import json
+
+    from mailroom.orchestrator.catalog.frozen import CatalogError
+    from mailroom.orchestrator.catalog.para import declare_run_para_catalog
+
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+        recorded = str(manifest["protocol"]["catalog_sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # not a run, or not yet: the command itself says so
+    try:
+        declare_run_para_catalog(run_dir, recorded)
+    except CatalogError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
 def progress_bar(*, hidden: bool) -> Progress:
     """The bar of a long command (described, n of N, elapsed), on stderr; `hidden` for
     `--json`, whose stdout carries the document alone."""

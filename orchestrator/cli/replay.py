@@ -11,8 +11,10 @@ from mailroom.orchestrator.cli.exits import EXIT_FAILED, EXIT_OK
 from mailroom.orchestrator.cli.options import (
     console,
     json_option,
+    para_dir_option,
     progress_bar,
     run_dir_argument,
+    use_run_para_catalog,
 )
 from mailroom.orchestrator.replay.campaign import ReplayReport
 from mailroom.orchestrator.replay.replayer import ReplayVerdict
@@ -74,6 +76,7 @@ def print_replay(report: ReplayReport) -> None:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @json_option("Print the verdicts as JSON.")
+@para_dir_option()
 def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -> None:
     """Re-execute each recorded attempt of RUN_DIR from its recorded case, seed and
     executed actions, and check every delivered observation's image hashes, the
@@ -90,6 +93,7 @@ def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -
     run = RunDirectory(run_dir)
     if not run.exists():
         raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+    use_run_para_catalog(run_dir)
     drift = version_drift(run.read_manifest())
     for name, (recorded, installed) in drift.items():
         console.print(

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
-from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
+from mailroom.orchestrator.cli.options import (
+    console,
+    json_option,
+    run_dir_argument,
+    use_run_para_catalog,
+)
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -76,7 +81,8 @@ def report_table(report: Report) -> Table:
 
 
 def report_rows(report: Report) -> list[tuple[str, Tally]]:
-    """Each suite, its LIBERO-Plus categories under it (indented), then overall."""
+    """Each suite, its LIBERO-Plus categories or LIBERO-Para cells under it (indented),
+    then overall."""
     rows: list[tuple[str, Tally]] = []
     for suite, t in sorted(report.suites.items()):
         rows.append((suite, t))
@@ -207,6 +213,7 @@ def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
     from mailroom.orchestrator.replay.diagnostics import run_diagnostics
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
+    use_run_para_catalog(run_dir)
     try:
         built = build_report(run_dir)
     except (OSError, ValueError, KeyError) as exc:

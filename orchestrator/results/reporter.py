@@ -30,6 +30,7 @@ from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
 from mailroom.orchestrator.catalog.plans import parse_plan
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
@@ -200,7 +201,8 @@ class Report(BaseModel):
     complete: bool
     overall: Tally
     suites: dict[str, Tally]
-    # LIBERO-Plus: each suite's cases by perturbation category, keyed "suite/category".
+    # LIBERO-Plus cases by perturbation category and LIBERO-Para cases by paraphrase
+    # cell, keyed "suite/category" and "libero_para/cell".
     categories: dict[str, Tally] = Field(default_factory=dict)
     definitions: dict[str, str] = Field(default_factory=lambda: dict(DEFINITIONS))
     corrupt_results: list[dict[str, str]]
@@ -289,13 +291,23 @@ def run_status(run: RunDirectory) -> dict[str, int]:
     return state
 
 
-def plus_category(case: Case) -> str | None:
-    """A LIBERO-Plus case's perturbation category (None for other benchmarks)."""
-    if not is_plus_suite(case.suite):
+def case_group(case: Case, result: EpisodeResult | CorruptResult | None) -> str | None:
+    """The group a case is also reported in: a LIBERO-Plus case's perturbation category,
+    a LIBERO-Para case's paraphrase cell (None for other benchmarks)."""
+    if is_plus_suite(case.suite):
+        try:
+            return load_plus_catalog().entry(case.suite, case.task_index).category
+        except CatalogError:
+            return "unknown"
+    if case.suite != PARA_SUITE:
         return None
+    if isinstance(result, EpisodeResult):  # its task name is "<goal task>/<path in the copy>"
+        _, _, path = result.case.task_name.partition("/")
+        cell = Path(path).parent.as_posix()
+        return "(none)" if cell == "." else cell
     try:
-        return load_plus_catalog().entry(case.suite, case.task_index).category
-    except CatalogError:
+        return load_para_catalog().entry(case.task_index).cell or "(none)"
+    except CatalogError:  # no copy declared: a case without a result has no known cell
         return "unknown"
 
 
@@ -311,9 +323,9 @@ def build_report(run_dir: Path) -> Report:
     by_category: dict[str, list[CaseCount]] = defaultdict(list)
     for case, selected in zip(cases, plan.to_cases(), strict=True):
         by_suite[case.suite].append(case)
-        category = plus_category(selected)
-        if category is not None:
-            by_category[f"{case.suite}/{category}"].append(case)
+        group = case_group(selected, case.result)
+        if group is not None:
+            by_category[f"{case.suite}/{group}"].append(case)
         if isinstance(case.result, EpisodeResult) and case.attempt_id is not None:
             modes[confinement_label(case.result)] += 1
             if not case.result.confined:

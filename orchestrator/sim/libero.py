@@ -5,7 +5,8 @@ ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: th
 validated before they reach here), native success from `env.step` after every control.
 
 LIBERO-Plus tasks run through the same adapter on the package's own env, with their
-perturbation applied as `sim.plus` describes.
+perturbation applied as `sim.plus` describes; a LIBERO-Para paraphrase runs its Goal
+task's scene with the paraphrase delivered (`sim.para`).
 
 Cameras render only for controls whose observation is delivered: each camera
 observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
@@ -30,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes, sha256_file
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
+from mailroom.orchestrator.catalog.para import PARA_SUITE
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite
 from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.sim.base import (
@@ -73,6 +75,13 @@ def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> Task
         from mailroom.orchestrator.sim.plus import resolve_plus_task
 
         return resolve_plus_task(suite, task_index, task_order_index)
+    if suite == PARA_SUITE:
+        from mailroom.orchestrator.catalog.para import GOAL_SUITE, load_para_catalog
+        from mailroom.orchestrator.sim.para import resolve_para_task
+
+        goal_index = load_para_catalog().entry(task_index).goal_task_index
+        goal = resolve_task(GOAL_SUITE, goal_index, task_order_index)
+        return resolve_para_task(suite, task_index, task_order_index, goal)
     if task_order_index != 0:
         raise CatalogError("only task order index 0 (the native order) is catalogued")
     entry = catalog_entry(suite, task_index)

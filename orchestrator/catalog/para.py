@@ -1,0 +1,310 @@
+"""LIBERO-Para from a local copy: paraphrased LIBERO-Goal instructions, pinned by hash.
+
+LIBERO-Para is a data set of BDDL files, each a LIBERO-Goal task with its language line
+rewritten; no package index carries it, so mailroom reads a copy the user has. Each file
+is matched to its Goal task by content, never by name: with the language line left out,
+its text must equal exactly one installed LIBERO-Goal task's (whitespace aside), and it
+must parse with LIBERO's own BDDL parser. A file that does not parse, or that differs
+from every Goal task beyond its language line (a paraphrase must not change the scene or
+the goal), is refused with the reason.
+
+The copy declares a file's paraphrase-type cell by the folder it sits in (`DIR/<cell>/
+*.bddl`; a file directly in DIR has none), and its revision by a `REVISION` file in DIR
+or by being a Hugging Face snapshot folder (`.../snapshots/<40-hex commit>`). The
+catalog made from a copy is content-addressed: its hash covers every file's path, hash,
+cell and match, and the revision, never where the copy lives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from mailroom.hashing import sha256_bytes
+from mailroom.mailbox.publish import document_bytes
+from mailroom.orchestrator.catalog.frozen import (
+    CatalogEntry,
+    CatalogError,
+    FrozenModel,
+    TaskIndexError,
+    catalog_sha256,
+    load_catalog,
+)
+from pydantic import Field, model_validator
+
+PARA_SUITE = "libero_para"
+PARA_SCHEMA: Literal["mailroom.libero_para_catalog/v1"] = "mailroom.libero_para_catalog/v1"
+# The declared setting: the copy a process (and the workers it starts) reads.
+PARA_DIR_VARIABLE = "MAILROOM_PARA_DIR"
+# Or, for commands that read a finished run, the catalog the run kept (no copy needed).
+PARA_CATALOG_VARIABLE = "MAILROOM_PARA_CATALOG"
+GOAL_SUITE = "libero_goal"
+PARA_CATALOG_FILE = "para_catalog.json"  # in a LIBERO-Para run's directory
+MAX_BDDL_BYTES = 1024 * 1024
+_LANGUAGE = re.compile(r"\(:language\b[^)]*\)")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_CELL = re.compile(r"^[A-Za-z0-9_.+-]{1,100}(/[A-Za-z0-9_.+-]{1,100})*$")
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+class ParaCopyError(CatalogError):
+    """The LIBERO-Para copy cannot be read, is not set, or changed since a plan."""
+
+
+class ParaEntry(CatalogEntry):
+    """A paraphrase that runs: its Goal task's scene, released states and BDDL, with the
+    paraphrase's language delivered. `para_path` is the file in the copy."""
+
+    para_path: str
+    para_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    cell: str | None
+    goal_task_index: NonNegative
+    goal_instruction: str
+
+
+class ParaRefused(FrozenModel):
+    para_path: str
+    para_sha256: str | None
+    reason: str
+
+
+class ParaCatalog(FrozenModel):
+    schema_: Literal["mailroom.libero_para_catalog/v1"] = Field(default=PARA_SCHEMA, alias="schema")
+    revision: str | None
+    goal_catalog_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    cells: dict[str, NonNegative]
+    entries: list[ParaEntry]
+    refused: list[ParaRefused]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ParaCatalog:
+        if [e.task_index for e in self.entries] != list(range(len(self.entries))):
+            raise ValueError("entries are not indexed 0..n-1 in path order")
+        counted = Counter(e.cell or "" for e in self.entries)
+        if dict(counted) != self.cells:
+            raise ValueError("cells disagree with the entries")
+        return self
+
+    def entry(self, task_index: int) -> ParaEntry:
+        if not 0 <= task_index < len(self.entries):
+            raise TaskIndexError(
+                f"{PARA_SUITE} has no task index {task_index}: the copy has "
+                f"{len(self.entries)} runnable paraphrases"
+            )
+        return self.entries[task_index]
+
+    def select(self, cell: str | None, goal_tasks: list[int] | None) -> list[ParaEntry]:
+        if cell is not None and cell not in self.cells:
+            known = ", ".join(sorted(self.cells)) or "none"
+            raise CatalogError(f"the LIBERO-Para copy has no cell {cell!r}; its cells: {known}")
+        return [
+            e
+            for e in self.entries
+            if (cell is None or (e.cell or "") == cell)
+            and (goal_tasks is None or e.goal_task_index in goal_tasks)
+        ]
+
+
+def _without_language(text: str) -> str:
+    return " ".join(_LANGUAGE.sub(" ", text).split())
+
+
+def _parse(path: Path) -> str:
+    """The language LIBERO's parser reads from a BDDL file (the env's instruction);
+    raises on a file the parser refuses."""
+    from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+
+    with simulator_chatter_to_stderr():
+        from libero.libero.envs import bddl_utils
+
+        bddl_utils.robosuite_parse_problem(str(path))
+        language = bddl_utils.get_problem_info(str(path))["language_instruction"]
+    return str(language)
+
+
+@cache
+def _goal_scenes() -> dict[str, tuple[int, str]]:
+    """Each installed LIBERO-Goal task's BDDL without its language line."""
+    from mailroom.orchestrator.sim.libero import libero_package_dir
+
+    root = libero_package_dir()
+    scenes: dict[str, tuple[int, str]] = {}
+    for entry in load_catalog().suite_entries(GOAL_SUITE):
+        text = (root / entry.bddl_path).read_text(encoding="utf-8")
+        scenes[_without_language(text)] = (entry.task_index, entry.instruction)
+    return scenes
+
+
+def _first_difference(a: str, b: str) -> str:
+    words_a, words_b = a.split(), b.split()
+    for n, (x, y) in enumerate(zip(words_a, words_b, strict=False)):
+        if x != y:
+            return f"at word {n}: {' '.join(words_a[max(0, n - 3) : n + 4])!r}"
+    return "in length"
+
+
+def _closest(text: str) -> str:
+    """The Goal task whose problem and scene the file names, for a refusal's message."""
+    head = text.split("(:init")[0]
+    for scene, (index, _) in _goal_scenes().items():
+        if scene.split("(:init")[0] == head:
+            where = _first_difference(text, scene)
+            return f"LIBERO-Goal task {index} beyond its language line, {where}"
+    return "every LIBERO-Goal task's problem and scene"
+
+
+def copy_revision(directory: Path) -> str | None:
+    marker = directory / "REVISION"
+    if marker.is_file():
+        found = marker.read_text(encoding="utf-8").strip()
+        return found[:200] or None
+    resolved = directory.resolve()
+    if resolved.parent.name == "snapshots" and _COMMIT.match(resolved.name):
+        return resolved.name
+    return None
+
+
+def _bddl_files(directory: Path) -> list[Path]:
+    return sorted(
+        (p for p in directory.rglob("*.bddl") if p.is_file() or p.is_symlink()),
+        key=lambda p: p.relative_to(directory).as_posix(),
+    )
+
+
+def read_para_copy(directory: Path) -> ParaCatalog:
+    """The catalog of a LIBERO-Para copy: every BDDL file under `directory`, matched or
+    refused."""
+    if not directory.is_dir():
+        raise ParaCopyError(f"{directory} is not a directory")
+    goal = load_catalog().suite_entries(GOAL_SUITE)
+    entries: list[ParaEntry] = []
+    refused: list[ParaRefused] = []
+    for path in _bddl_files(directory):
+        relative = path.relative_to(directory).as_posix()
+        parent = path.parent.relative_to(directory).as_posix()
+        cell = None if parent == "." else parent
+
+        def refuse(reason: str, digest: str | None = None, rel: str = relative) -> None:
+            refused.append(ParaRefused(para_path=rel, para_sha256=digest, reason=reason))
+
+        if path.is_symlink() or not path.resolve().is_relative_to(directory.resolve()):
+            refuse("a link: the copy's files are read where they are, never through links")
+            continue
+        data = path.read_bytes()
+        digest = sha256_bytes(data)
+        if len(data) > MAX_BDDL_BYTES:
+            refuse(f"larger than {MAX_BDDL_BYTES} bytes", digest)
+            continue
+        if cell is not None and not _CELL.match(cell):
+            refuse(f"its folder {cell!r} is not a cell name", digest)
+            continue
+        try:
+            text = data.decode("utf-8")
+            language = _parse(path)
+        except Exception as exc:  # the parser's own failure, whatever it raises
+            refuse(f"does not parse: {type(exc).__name__}: {str(exc)[:200]}", digest)
+            continue
+        if not language.strip():
+            refuse("has no language line", digest)
+            continue
+        match = _goal_scenes().get(_without_language(text))
+        if match is None:
+            refuse(f"differs from {_closest(_without_language(text))}", digest)
+            continue
+        index, goal_instruction = match
+        base = goal[index]
+        entries.append(
+            ParaEntry(
+                benchmark="libero_para",
+                suite=PARA_SUITE,
+                base_suite=GOAL_SUITE,
+                task_index=len(entries),
+                task_name=f"{base.task_name}/{relative}",
+                instruction=language,
+                instruction_source="bddl.language_instruction",
+                task_language=base.task_language,
+                bddl_language=language,
+                bddl_path=base.bddl_path,
+                bddl_sha256=base.bddl_sha256,
+                init_states_path=base.init_states_path,
+                init_states_sha256=base.init_states_sha256,
+                n_init_states=base.n_init_states,
+                state_dim=base.state_dim,
+                horizon=base.horizon,
+                horizon_source=f"the {GOAL_SUITE} reference horizon of the LIBERO catalog",
+                para_path=relative,
+                para_sha256=digest,
+                cell=cell,
+                goal_task_index=index,
+                goal_instruction=goal_instruction,
+            )
+        )
+    cells = Counter(e.cell or "" for e in entries)
+    return ParaCatalog(
+        revision=copy_revision(directory),
+        goal_catalog_sha256=catalog_sha256(),
+        cells=dict(cells),
+        entries=entries,
+        refused=refused,
+    )
+
+
+def render_para(catalog: ParaCatalog) -> bytes:
+    return document_bytes(catalog.model_dump(mode="json", by_alias=True), sort_keys=False)
+
+
+def parse_para_catalog(data: bytes) -> ParaCatalog:
+    return ParaCatalog.model_validate(json.loads(data.decode("utf-8")))
+
+
+def para_catalog_sha256(catalog: ParaCatalog) -> str:
+    return sha256_bytes(render_para(catalog))
+
+
+def declared_para_dir() -> Path:
+    """The copy the declared setting names (`--para-dir` sets it for a command and the
+    workers it starts)."""
+    value = os.environ.get(PARA_DIR_VARIABLE)
+    if not value:
+        raise ParaCopyError(
+            f"no LIBERO-Para copy is declared: give --para-dir DIR (or set {PARA_DIR_VARIABLE})"
+        )
+    return Path(value)
+
+
+def declare_para_dir(directory: Path) -> None:
+    os.environ[PARA_DIR_VARIABLE] = str(directory.resolve())
+    load_para_catalog.cache_clear()
+
+
+def declare_run_para_catalog(run_dir: Path, recorded_sha256: str) -> bool:
+    """Let a command that reads a LIBERO-Para run use the catalog the run kept, when no
+    copy is declared; it must hash to what the run's manifest recorded."""
+    kept = run_dir / PARA_CATALOG_FILE
+    if os.environ.get(PARA_DIR_VARIABLE) or not kept.is_file():
+        return False
+    if sha256_bytes(kept.read_bytes()) != recorded_sha256:
+        raise ParaCopyError(f"{kept} does not hash to the catalog the run's manifest records")
+    os.environ[PARA_CATALOG_VARIABLE] = str(kept.resolve())
+    load_para_catalog.cache_clear()
+    return True
+
+
+@cache
+def load_para_catalog() -> ParaCatalog:
+    """The declared copy's catalog, or else the one a run kept."""
+    kept = os.environ.get(PARA_CATALOG_VARIABLE)
+    if not os.environ.get(PARA_DIR_VARIABLE) and kept:
+        return parse_para_catalog(Path(kept).read_bytes())
+    return read_para_copy(declared_para_dir())
+
+
+def para_document(catalog: ParaCatalog) -> dict[str, object]:
+    document: dict[str, object] = json.loads(render_para(catalog))
+    document["catalog_sha256"] = para_catalog_sha256(catalog)
+    return document

@@ -1,0 +1,261 @@
+"""LIBERO-Para from a local copy: matching, refusals, hashes, cells, plans and the CLI.
+
+The copy is made here from the installed LIBERO-Goal BDDL files (`para_copy.py`): the
+loading code is the real one, the data small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import mailroom_exe
+from mailroom.orchestrator.catalog.frozen import (
+    TaskIndexError,
+    catalog_entry,
+    catalog_sha256,
+    load_catalog,
+    reference_horizon,
+)
+from mailroom.orchestrator.catalog.para import (
+    PARA_DIR_VARIABLE,
+    ParaCopyError,
+    declare_para_dir,
+    load_para_catalog,
+    para_catalog_sha256,
+    read_para_copy,
+)
+from mailroom.orchestrator.catalog.plans import (
+    PLAN_SCHEMA_V2,
+    PlanCatalogMismatchError,
+    PlanOptionError,
+    build_plan,
+    load_plan,
+    write_plan,
+)
+from para_copy import REVISION, make_para_copy, paraphrased
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    root = tmp_path / "LIBERO-Para"
+    expected = make_para_copy(root)
+    before = os.environ.get(PARA_DIR_VARIABLE)
+    declare_para_dir(root)
+    yield root, expected
+    if before is None:
+        os.environ.pop(PARA_DIR_VARIABLE, None)
+    else:
+        os.environ[PARA_DIR_VARIABLE] = before
+    load_para_catalog.cache_clear()
+
+
+def test_each_paraphrase_is_matched_to_its_goal_task_by_content(
+    copy: tuple[Path, dict[str, str]],
+) -> None:
+    root, expected = copy
+    found = read_para_copy(root)
+    assert found.revision == REVISION
+    assert found.goal_catalog_sha256 == catalog_sha256()
+    assert [e.para_path for e in found.entries] == sorted(expected)
+    assert found.cells == {"action_synonym": 3, "object_descriptive": 3}
+    for entry in found.entries:
+        goal = load_catalog().entry("libero_goal", entry.goal_task_index)
+        # The files are named goal_<N>.bddl here, but the match is by content.
+        assert entry.para_path.endswith(f"goal_{entry.goal_task_index}.bddl")
+        assert entry.instruction == expected[entry.para_path] != goal.instruction
+        assert entry.goal_instruction == goal.instruction
+        assert entry.cell == entry.para_path.split("/")[0]
+        assert (entry.bddl_path, entry.bddl_sha256) == (goal.bddl_path, goal.bddl_sha256)
+        assert entry.init_states_sha256 == goal.init_states_sha256
+        assert entry.n_init_states == 50
+    assert reference_horizon("libero_para").controls == 300
+
+
+def test_a_misleading_file_name_does_not_decide_the_match(
+    copy: tuple[Path, dict[str, str]],
+) -> None:
+    root, _ = copy
+    (root / "action_synonym" / "goal_0.bddl").write_text(paraphrased(2, "swap"), "utf-8")
+    entry = next(e for e in read_para_copy(root).entries if e.para_path.endswith("goal_0.bddl"))
+    assert entry.goal_task_index == 2
+
+
+def test_files_that_do_not_parse_or_change_the_scene_or_goal_are_refused(
+    copy: tuple[Path, dict[str, str]],
+) -> None:
+    root, _ = copy
+    refused = {r.para_path: r.reason for r in read_para_copy(root).refused}
+    assert set(refused) == {
+        "broken/unbalanced.bddl",
+        "broken/moved_scene.bddl",
+        "broken/changed_goal.bddl",
+    }
+    assert refused["broken/unbalanced.bddl"].startswith("does not parse")
+    assert "problem and scene" in refused["broken/moved_scene.bddl"]
+    assert refused["broken/changed_goal.bddl"].startswith(
+        "differs from LIBERO-Goal task 2 beyond its language line"
+    )
+    assert "(:goal" in refused["broken/changed_goal.bddl"]
+
+
+def test_links_empty_language_and_odd_folders_are_refused(
+    copy: tuple[Path, dict[str, str]],
+) -> None:
+    root, _ = copy
+    (root / "linked").mkdir()
+    (root / "linked" / "l.bddl").symlink_to(root / "action_synonym" / "goal_0.bddl")
+    (root / "quiet").mkdir()
+    (root / "quiet" / "q.bddl").write_text(paraphrased(0, ""), "utf-8")
+    (root / "bad cell").mkdir()
+    (root / "bad cell" / "b.bddl").write_text(paraphrased(0, "fine"), "utf-8")
+    refused = {r.para_path: r.reason for r in read_para_copy(root).refused}
+    assert refused["linked/l.bddl"].startswith("a link")
+    assert "language" in refused["quiet/q.bddl"] or "parse" in refused["quiet/q.bddl"]
+    assert "not a cell name" in refused["bad cell/b.bddl"]
+
+
+def test_the_catalog_hash_pins_the_contents_not_the_place(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, _ = copy
+    first = para_catalog_sha256(read_para_copy(root))
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(root, moved)
+    assert para_catalog_sha256(read_para_copy(moved)) == first
+    (moved / "REVISION").write_text("another\n", "utf-8")
+    assert para_catalog_sha256(read_para_copy(moved)) != first
+    (moved / "REVISION").write_text(REVISION, "utf-8")
+    (moved / "action_synonym" / "goal_1.bddl").write_text(paraphrased(1, "other words"), "utf-8")
+    assert para_catalog_sha256(read_para_copy(moved)) != first
+
+
+def test_a_hugging_face_snapshot_folder_names_its_revision(tmp_path: Path) -> None:
+    snapshot = tmp_path / "datasets--x--libero-para" / "snapshots" / REVISION
+    make_para_copy(snapshot, goal_tasks=(0,))
+    (snapshot / "REVISION").unlink()
+    assert read_para_copy(snapshot).revision == REVISION
+    plain = tmp_path / "plain"
+    make_para_copy(plain, goal_tasks=(0,))
+    (plain / "REVISION").unlink()
+    assert read_para_copy(plain).revision is None
+
+
+def test_lookups_need_a_declared_copy(copy: tuple[Path, dict[str, str]]) -> None:
+    entry = catalog_entry("libero_para", 0)
+    assert entry.benchmark == "libero_para"
+    with pytest.raises(TaskIndexError, match="6 runnable paraphrases"):
+        catalog_entry("libero_para", 6)
+    os.environ.pop(PARA_DIR_VARIABLE)
+    load_para_catalog.cache_clear()
+    with pytest.raises(ParaCopyError, match="no LIBERO-Para copy is declared"):
+        catalog_entry("libero_para", 0)
+    with pytest.raises(ParaCopyError, match="not a directory"):
+        read_para_copy(Path("/nonexistent-para-copy"))
+
+
+def test_plans_select_by_cell_and_goal_task(copy: tuple[Path, dict[str, str]]) -> None:
+    fast = build_plan("fast", suite="libero_para")
+    assert fast.schema_ == PLAN_SCHEMA_V2 and fast.benchmark == "libero_para"
+    assert fast.catalog_sha256 == para_catalog_sha256(load_para_catalog())
+    picked = [load_para_catalog().entry(c.task_index) for c in fast.cases]
+    assert [e.cell for e in picked] == ["action_synonym", "object_descriptive"]
+    assert REVISION in fast.description
+    cell = build_plan("task_coverage", suite="libero_para", cell="object_descriptive")
+    assert [c.task_index for c in cell.cases] == [3, 4, 5]
+    goal = build_plan("task_coverage", suite="libero_para", task_ids=[1])
+    assert [load_para_catalog().entry(c.task_index).goal_task_index for c in goal.cases] == [1, 1]
+    both = build_plan("task_coverage", suite="libero_para", task_ids=[2], cell="action_synonym")
+    assert [c.task_index for c in both.cases] == [2]
+    canonical = build_plan("canonical", suite="libero_para", task_ids=[0])
+    assert canonical.canonical_protocol and len(canonical.cases) == 2 * 50
+    assert {c.seed for c in canonical.cases} == {7}
+    assert [c.init_state_index for c in canonical.cases[:4]] == [0, 0, 1, 1]
+    with pytest.raises(PlanOptionError, match="needs a cell or Goal task ids"):
+        build_plan("task_coverage", suite="libero_para")
+    with pytest.raises(PlanOptionError, match="no runnable paraphrase"):
+        build_plan("task_coverage", suite="libero_para", task_ids=[9])
+    with pytest.raises(PlanOptionError, match="covers standard LIBERO"):
+        build_plan("development", suite="libero_para")
+    with pytest.raises(PlanOptionError, match="a cell selects LIBERO-Para"):
+        build_plan("fast", suite="libero_10", cell="action_synonym")
+    with pytest.raises(PlanOptionError, match="takes no category"):
+        build_plan("fast", suite="libero_para", category="camera")
+
+
+def test_a_plan_is_refused_when_the_copy_changed(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, _ = copy
+    plan = build_plan("task_coverage", suite="libero_para", cell="action_synonym")
+    path = write_plan(plan, tmp_path / "para.json")
+    assert load_plan(path) == plan
+    (root / "action_synonym" / "goal_1.bddl").write_text(paraphrased(1, "changed"), "utf-8")
+    load_para_catalog.cache_clear()
+    with pytest.raises(PlanCatalogMismatchError, match="rebuild the plan"):
+        load_plan(path)
+    os.environ.pop(PARA_DIR_VARIABLE)
+    load_para_catalog.cache_clear()
+    with pytest.raises(PlanCatalogMismatchError, match="no LIBERO-Para copy is declared"):
+        load_plan(path)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != PARA_DIR_VARIABLE}
+    return subprocess.run(
+        [mailroom_exe(), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "COLUMNS": "200"},
+    )
+
+
+def test_the_cli_catalogues_a_copy_and_plans_from_it(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, _ = copy
+    listed = _run("catalog", "--para-dir", str(root), "--json")
+    assert listed.returncode == 0, listed.stderr
+    document = json.loads(listed.stdout)
+    assert document["catalog_sha256"] == para_catalog_sha256(read_para_copy(root))
+    assert len(document["entries"]) == 6 and len(document["refused"]) == 3
+    shown = _run("catalog", "--para-dir", str(root))
+    assert shown.returncode == 0
+    assert "3 files refused" in shown.stderr and "broken/moved_scene.bddl" in shown.stderr
+    out = tmp_path / "cli.json"
+    made = _run(
+        "plan", "--kind", "task_coverage", "--suite", "libero_para", "--cell", "action_synonym",
+        "--para-dir", str(root), "--out", str(out), "--json",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert len(json.loads(made.stdout)["cases"]) == 3
+    undeclared = _run("plan", "--kind", "fast", "--suite", "libero_para", "--out", str(out))
+    assert undeclared.returncode == 2
+    assert "no LIBERO-Para copy is declared" in undeclared.stderr
+    assert "Traceback" not in undeclared.stderr
+    mixed = _run("catalog", "--para-dir", str(root), "--suite", "libero_10")
+    assert mixed.returncode == 2 and "--para-dir takes no" in mixed.stderr
+
+
+def test_without_a_copy_nothing_changes() -> None:
+    """The standard catalog and plans neither read nor need a LIBERO-Para copy."""
+    env_before = os.environ.get(PARA_DIR_VARIABLE)
+    os.environ.pop(PARA_DIR_VARIABLE, None)
+    try:
+        assert build_plan("development").schema_ == "mailroom.plan/v1"
+        assert build_plan("development").catalog_sha256 == catalog_sha256()
+        listed = _run("catalog", "--json")
+        assert listed.returncode == 0
+        assert {e["benchmark"] for e in json.loads(listed.stdout)["entries"]} == {
+            "libero",
+            "libero_pro",
+        }
+    finally:
+        if env_before is not None:
+            os.environ[PARA_DIR_VARIABLE] = env_before
