@@ -108,12 +108,16 @@ class Feedback(Frozen):
     more_issues: Annotated[int, Field(ge=0)]
 
 
+# The longest instruction an observation carries (a catalog refuses longer ones).
+MAX_INSTRUCTION_CHARS = 2000
+
+
 class Observation(Frozen):
     schema_: Literal["mailroom.observation/v1"] = Field(default=OBSERVATION_SCHEMA, alias="schema")
     request_id: RequestId
     sequence: Annotated[int, Field(ge=1)]
     response_file: Annotated[str, Field(pattern=r"^inbox/resp-[1-9][0-9]*\.json$")]
-    instruction: Annotated[str, Field(min_length=1, max_length=2000)]
+    instruction: Annotated[str, Field(min_length=1, max_length=MAX_INSTRUCTION_CHARS)]
     images: Annotated[dict[str, ImageRef], Field(min_length=1)]
     proprio: Proprio | None
     action_spec: ActionSpec

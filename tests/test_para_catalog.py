@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 from conftest import mailroom_exe
+from mailroom.hashing import sha256_file
+from mailroom.orchestrator.actors.sandbox import evaluator_paths
 from mailroom.orchestrator.catalog.frozen import (
+    CatalogError,
     TaskIndexError,
     catalog_entry,
     catalog_sha256,
@@ -23,12 +26,17 @@ from mailroom.orchestrator.catalog.frozen import (
     reference_horizon,
 )
 from mailroom.orchestrator.catalog.para import (
+    PARA_CATALOG_FILE,
+    PARA_CATALOG_VARIABLE,
     PARA_DIR_VARIABLE,
     ParaCopyError,
+    ParaEntry,
     declare_para_dir,
+    declare_run_para_catalog,
     load_para_catalog,
     para_catalog_sha256,
     read_para_copy,
+    render_para,
 )
 from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA_V2,
@@ -38,6 +46,7 @@ from mailroom.orchestrator.catalog.plans import (
     load_plan,
     write_plan,
 )
+from mailroom.orchestrator.sim.libero import resolve_task
 from para_copy import REVISION, make_para_copy, paraphrased
 
 
@@ -52,6 +61,7 @@ def copy(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         os.environ.pop(PARA_DIR_VARIABLE, None)
     else:
         os.environ[PARA_DIR_VARIABLE] = before
+    os.environ.pop(PARA_CATALOG_VARIABLE, None)
     load_para_catalog.cache_clear()
 
 
@@ -104,7 +114,7 @@ def test_files_that_do_not_parse_or_change_the_scene_or_goal_are_refused(
     assert "(:goal" in refused["broken/changed_goal.bddl"]
 
 
-def test_links_empty_language_and_odd_folders_are_refused(
+def test_links_odd_names_empty_or_long_language_are_refused(
     copy: tuple[Path, dict[str, str]],
 ) -> None:
     root, _ = copy
@@ -114,10 +124,93 @@ def test_links_empty_language_and_odd_folders_are_refused(
     (root / "quiet" / "q.bddl").write_text(paraphrased(0, ""), "utf-8")
     (root / "bad cell").mkdir()
     (root / "bad cell" / "b.bddl").write_text(paraphrased(0, "fine"), "utf-8")
-    refused = {r.para_path: r.reason for r in read_para_copy(root).refused}
-    assert refused["linked/l.bddl"].startswith("a link")
-    assert "language" in refused["quiet/q.bddl"] or "parse" in refused["quiet/q.bddl"]
-    assert "not a cell name" in refused["bad cell/b.bddl"]
+    (root / "long").mkdir()
+    (root / "long" / "l.bddl").write_text(paraphrased(0, "word " * 500), "utf-8")
+    (root / os.fsdecode(b"\xff.bddl")).write_text(paraphrased(0, "fine"), "utf-8")
+    (root / "huge.bddl").write_bytes(b" " * (2 * 1024 * 1024))
+    found = read_para_copy(root)
+    refused = {r.para_path: r.reason for r in found.refused}
+    assert refused["linked/l.bddl"].startswith("a link outside the copy's blob store")
+    assert refused["quiet/q.bddl"] == "has no language line"
+    assert refused["bad cell/b.bddl"].startswith("its path is not letters")
+    assert refused["long/l.bddl"] == "its language is longer than an observation's 2000"
+    assert refused["\\udcff.bddl"].startswith("its path is not letters")  # spelled out
+    assert refused["huge.bddl"] == "larger than 1048576 bytes"
+    assert len(found.entries) == 6
+    json.loads(render_para(found))  # the catalog of an odd copy still renders
+
+
+def test_revision_files_are_bounded_plain_and_not_links(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, _ = copy
+    for content in ("[/oops]", "x" * 300, "two words"):
+        (root / "REVISION").write_text(content, "utf-8")
+        with pytest.raises(ParaCopyError, match="does not hold a revision"):
+            read_para_copy(root)
+    (root / "REVISION").write_bytes(b"\xff\xfe")
+    with pytest.raises(ParaCopyError, match="does not hold a revision"):
+        read_para_copy(root)
+    (root / "REVISION").unlink()
+    elsewhere = tmp_path / "hostname"
+    elsewhere.write_text("somewhere", "utf-8")
+    (root / "REVISION").symlink_to(elsewhere)
+    with pytest.raises(ParaCopyError, match="is a link"):
+        read_para_copy(root)
+
+
+def test_a_hugging_face_snapshot_reads_through_its_blob_links(tmp_path: Path) -> None:
+    """As the hub's download leaves it: every file a link into `../../blobs`."""
+    repo = tmp_path / "datasets--x--libero-para"
+    snapshot = repo / "snapshots" / REVISION
+    make_para_copy(tmp_path / "plain", goal_tasks=(0, 1))
+    (repo / "blobs").mkdir(parents=True)
+    for source in sorted((tmp_path / "plain").rglob("*.bddl")):
+        blob = repo / "blobs" / sha256_file(source)
+        shutil.copyfile(source, blob)
+        link = snapshot / source.relative_to(tmp_path / "plain")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    outside = tmp_path / "outside.bddl"
+    shutil.copyfile(tmp_path / "plain" / "action_synonym" / "goal_0.bddl", outside)
+    (snapshot / "stray.bddl").symlink_to(outside)
+    found = read_para_copy(snapshot)
+    assert found.revision == REVISION
+    assert len(found.entries) == 4
+    refused = {r.para_path: r.reason for r in found.refused}
+    assert refused["stray.bddl"].startswith("a link outside the copy's blob store")
+    plain = read_para_copy(tmp_path / "plain")
+    assert [(e.para_path, e.para_sha256) for e in found.entries] == [
+        (e.para_path, e.para_sha256) for e in plain.entries
+    ]
+
+
+def test_a_run_pins_its_kept_catalog_whatever_the_copy_does_later(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    root, _ = copy
+    kept_catalog = read_para_copy(root)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / PARA_CATALOG_FILE).write_bytes(render_para(kept_catalog))
+    with pytest.raises(ParaCopyError, match="does not hash to"):
+        declare_run_para_catalog(run_dir, "0" * 64)
+    assert declare_run_para_catalog(run_dir, para_catalog_sha256(kept_catalog))
+    first = catalog_entry("libero_para", 1)
+    assert isinstance(first, ParaEntry)
+    # A file added before it in path order would move every later index of a fresh read.
+    (root / "action_synonym" / "aaa.bddl").write_text(paraphrased(2, "new"), "utf-8")
+    assert catalog_entry("libero_para", 1) == first
+    assert resolve_task("libero_para", 1, 0).instruction == first.instruction
+    # A changed file of the copy is caught when its case is resolved.
+    (root / first.para_path).write_text(paraphrased(first.goal_task_index, "other"), "utf-8")
+    with pytest.raises(CatalogError, match="changed since"):
+        resolve_task("libero_para", 1, 0)
+
+
+def test_the_declared_copy_is_private_to_actors(copy: tuple[Path, dict[str, str]]) -> None:
+    root, _ = copy
+    assert root.resolve() in evaluator_paths()
 
 
 def test_the_catalog_hash_pins_the_contents_not_the_place(

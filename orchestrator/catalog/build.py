@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -303,18 +303,25 @@ def render(catalog: Catalog) -> bytes:
     return document_bytes(document, sort_keys=False)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def build_command(
+    argv: Sequence[str] | None,
+    description: str | None,
+    rebuild: Callable[[], bytes],
+    frozen: Callable[[], bytes],
+    what: str,
+) -> int:
+    """`--out FILE` writes a rebuilt catalog; `--check` exits 1 when the frozen one differs."""
+    parser = argparse.ArgumentParser(description=description)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--out", type=Path, help="write the catalog here")
     target.add_argument("--check", action="store_true", help="exit 1 if the frozen catalog differs")
     args = parser.parse_args(argv)
-    data = render(build_catalog())
+    data = rebuild()
     if args.check:
-        if data != catalog_bytes():
-            print("the frozen catalog differs from the installed package", file=sys.stderr)
+        if data != frozen():
+            print(f"the frozen {what} differs from the installed package", file=sys.stderr)
             return 1
-        print("the frozen catalog matches the installed package", file=sys.stderr)
+        print(f"the frozen {what} matches the installed package", file=sys.stderr)
         return 0
     out: Path = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -323,6 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp.replace(out)
     print(f"wrote {out} ({len(data)} bytes)", file=sys.stderr)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    description = __doc__.splitlines()[0] if __doc__ else None
+    return build_command(
+        argv, description, lambda: render(build_catalog()), catalog_bytes, "catalog"
+    )
 
 
 if __name__ == "__main__":

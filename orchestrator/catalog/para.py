@@ -20,12 +20,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from collections import Counter
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
 from mailroom.hashing import sha256_bytes
+from mailroom.mailbox.messages import MAX_INSTRUCTION_CHARS
 from mailroom.mailbox.publish import document_bytes
 from mailroom.orchestrator.catalog.frozen import (
     CatalogEntry,
@@ -48,7 +50,10 @@ PARA_CATALOG_FILE = "para_catalog.json"  # in a LIBERO-Para run's directory
 MAX_BDDL_BYTES = 1024 * 1024
 _LANGUAGE = re.compile(r"\(:language\b[^)]*\)")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_CELL = re.compile(r"^[A-Za-z0-9_.+-]{1,100}(/[A-Za-z0-9_.+-]{1,100})*$")
+# A file's path in the copy (its folders name its cell): plain names only.
+_PATH = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,99}(/[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,99})*$")
+_REVISION = re.compile(r"^[A-Za-z0-9_.+-]{1,100}$")
+MAX_REVISION_BYTES = 256
 NonNegative = Annotated[int, Field(ge=0)]
 
 
@@ -130,7 +135,7 @@ def _parse(path: Path) -> str:
 @cache
 def _goal_scenes() -> dict[str, tuple[int, str]]:
     """Each installed LIBERO-Goal task's BDDL without its language line."""
-    from mailroom.orchestrator.sim.libero import libero_package_dir
+    from mailroom.orchestrator.sim.package_dirs import libero_package_dir
 
     root = libero_package_dir()
     scenes: dict[str, tuple[int, str]] = {}
@@ -158,59 +163,117 @@ def _closest(text: str) -> str:
     return "every LIBERO-Goal task's problem and scene"
 
 
-def copy_revision(directory: Path) -> str | None:
-    marker = directory / "REVISION"
-    if marker.is_file():
-        found = marker.read_text(encoding="utf-8").strip()
-        return found[:200] or None
+def _snapshot_blobs(directory: Path) -> Path | None:
+    """A Hugging Face snapshot folder's blob store (its files are links into it)."""
     resolved = directory.resolve()
     if resolved.parent.name == "snapshots" and _COMMIT.match(resolved.name):
-        return resolved.name
+        return resolved.parent.parent / "blobs"
     return None
+
+
+def copy_revision(directory: Path) -> str | None:
+    """A `REVISION` file's word, else a snapshot folder's commit, else None."""
+    marker = directory / "REVISION"
+    if marker.is_symlink():
+        raise ParaCopyError(f"{marker} is a link: the copy's revision is read from a file")
+    if marker.is_file():
+        with marker.open("rb") as stream:
+            data = stream.read(MAX_REVISION_BYTES + 1)
+        found = data.decode("utf-8", errors="replace").strip()
+        if len(data) > MAX_REVISION_BYTES or not _REVISION.match(found):
+            raise ParaCopyError(
+                f"{marker} does not hold a revision (a commit hash or a short word of "
+                "letters, digits, '.', '_', '+' and '-')"
+            )
+        return found
+    blobs = _snapshot_blobs(directory)
+    return None if blobs is None else directory.resolve().name
+
+
+def _shown(relative: str) -> str:
+    """A path as the catalog may hold it: undecodable bytes spelled out, never raw."""
+    return relative.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _bddl_files(directory: Path) -> list[Path]:
     return sorted(
         (p for p in directory.rglob("*.bddl") if p.is_file() or p.is_symlink()),
-        key=lambda p: p.relative_to(directory).as_posix(),
+        key=lambda p: _shown(p.relative_to(directory).as_posix()),
     )
+
+
+def _readable(path: Path, directory: Path) -> str | None:
+    """Why a file of the copy is not read (None when it is): links only into a
+    snapshot's blob store, regular files of bounded size."""
+    if path.is_symlink():
+        blobs = _snapshot_blobs(directory)
+        target = path.resolve()
+        if blobs is None or not target.is_relative_to(blobs):
+            return "a link outside the copy's blob store: the copy's files are read in place"
+    if not path.resolve().is_file():
+        return "not a regular file"
+    if path.stat().st_size > MAX_BDDL_BYTES:
+        return f"larger than {MAX_BDDL_BYTES} bytes"
+    return None
+
+
+def _language_of(data: bytes) -> str:
+    """The language LIBERO's parser reads from these exact bytes (the ones hashed)."""
+    with tempfile.TemporaryDirectory(prefix="mailroom-para-") as scratch:
+        path = Path(scratch) / "paraphrase.bddl"
+        path.write_bytes(data)
+        return _parse(path)
 
 
 def read_para_copy(directory: Path) -> ParaCatalog:
     """The catalog of a LIBERO-Para copy: every BDDL file under `directory`, matched or
-    refused."""
+    refused. The copy is untrusted data: a file that cannot be read is refused, never
+    followed out of the copy, never read past a bound."""
     if not directory.is_dir():
         raise ParaCopyError(f"{directory} is not a directory")
     goal = load_catalog().suite_entries(GOAL_SUITE)
     entries: list[ParaEntry] = []
     refused: list[ParaRefused] = []
-    for path in _bddl_files(directory):
-        relative = path.relative_to(directory).as_posix()
-        parent = path.parent.relative_to(directory).as_posix()
+    try:
+        files = _bddl_files(directory)
+    except OSError as exc:
+        raise ParaCopyError(f"cannot list {directory}: {exc.strerror or exc}") from exc
+    for path in files:
+        relative = _shown(path.relative_to(directory).as_posix())
+        parent = _shown(path.parent.relative_to(directory).as_posix())
         cell = None if parent == "." else parent
 
         def refuse(reason: str, digest: str | None = None, rel: str = relative) -> None:
             refused.append(ParaRefused(para_path=rel, para_sha256=digest, reason=reason))
 
-        if path.is_symlink() or not path.resolve().is_relative_to(directory.resolve()):
-            refuse("a link: the copy's files are read where they are, never through links")
+        if not _PATH.match(relative):
+            refuse("its path is not letters, digits, '.', '_', '+', '-' and '/'")
             continue
-        data = path.read_bytes()
+        try:
+            unreadable = _readable(path, directory)
+            if unreadable is not None:
+                refuse(unreadable)
+                continue
+            with path.open("rb") as stream:
+                data = stream.read(MAX_BDDL_BYTES + 1)
+        except OSError as exc:
+            refuse(f"cannot be read: {exc.strerror or exc}")
+            continue
         digest = sha256_bytes(data)
         if len(data) > MAX_BDDL_BYTES:
             refuse(f"larger than {MAX_BDDL_BYTES} bytes", digest)
             continue
-        if cell is not None and not _CELL.match(cell):
-            refuse(f"its folder {cell!r} is not a cell name", digest)
-            continue
         try:
             text = data.decode("utf-8")
-            language = _parse(path)
+            language = _language_of(data)
         except Exception as exc:  # the parser's own failure, whatever it raises
-            refuse(f"does not parse: {type(exc).__name__}: {str(exc)[:200]}", digest)
+            refuse(f"does not parse: {type(exc).__name__}: {_shown(str(exc))[:200]}", digest)
             continue
         if not language.strip():
             refuse("has no language line", digest)
+            continue
+        if len(language) > MAX_INSTRUCTION_CHARS:
+            refuse(f"its language is longer than an observation's {MAX_INSTRUCTION_CHARS}", digest)
             continue
         match = _goal_scenes().get(_without_language(text))
         if match is None:
@@ -279,14 +342,17 @@ def declared_para_dir() -> Path:
 
 def declare_para_dir(directory: Path) -> None:
     os.environ[PARA_DIR_VARIABLE] = str(directory.resolve())
+    os.environ.pop(PARA_CATALOG_VARIABLE, None)  # a new copy, read afresh
     load_para_catalog.cache_clear()
 
 
 def declare_run_para_catalog(run_dir: Path, recorded_sha256: str) -> bool:
-    """Let a command that reads a LIBERO-Para run use the catalog the run kept, when no
-    copy is declared; it must hash to what the run's manifest recorded."""
+    """Pin this process (and the workers it starts) to the catalog a LIBERO-Para run
+    kept, which must hash to what the run's manifest records. From then on cases
+    resolve against it, whatever the copy holds now; a declared copy only has each
+    file checked against it."""
     kept = run_dir / PARA_CATALOG_FILE
-    if os.environ.get(PARA_DIR_VARIABLE) or not kept.is_file():
+    if not kept.is_file():
         return False
     if sha256_bytes(kept.read_bytes()) != recorded_sha256:
         raise ParaCopyError(f"{kept} does not hash to the catalog the run's manifest records")
@@ -297,11 +363,23 @@ def declare_run_para_catalog(run_dir: Path, recorded_sha256: str) -> bool:
 
 @cache
 def load_para_catalog() -> ParaCatalog:
-    """The declared copy's catalog, or else the one a run kept."""
+    """The catalog a run pinned, or else the declared copy's; either must have been
+    matched against the installed LIBERO-Goal tasks."""
     kept = os.environ.get(PARA_CATALOG_VARIABLE)
-    if not os.environ.get(PARA_DIR_VARIABLE) and kept:
-        return parse_para_catalog(Path(kept).read_bytes())
-    return read_para_copy(declared_para_dir())
+    try:
+        found = (
+            parse_para_catalog(Path(kept).read_bytes())
+            if kept
+            else read_para_copy(declared_para_dir())
+        )
+    except (OSError, ValueError) as exc:
+        raise ParaCopyError(f"the LIBERO-Para catalog {kept} cannot be read: {exc}") from exc
+    if found.goal_catalog_sha256 != catalog_sha256():
+        raise ParaCopyError(
+            "the LIBERO-Para catalog was matched against another LIBERO catalog "
+            f"({found.goal_catalog_sha256}) than the installed one"
+        )
+    return found
 
 
 def para_document(catalog: ParaCatalog) -> dict[str, object]:

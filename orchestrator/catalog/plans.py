@@ -1,6 +1,6 @@
 """Selection plans (`mailroom.plan/v1`, `/v2`): which cases a run attempts, each once, never
-retried. LIBERO and LIBERO-PRO plans stay version 1; version 2 admits the benchmarks whose
-suites live in catalogs of their own (LIBERO-Plus).
+retried. LIBERO and LIBERO-PRO plans stay version 1; version 2 holds the benchmarks whose
+suites live in catalogs of their own (LIBERO-Plus, LIBERO-Para).
 
 A plan is content-addressed: `plan_sha256` covers everything else in the document, so a
 run can record exactly what it was asked to do and a loader refuses any edited plan.

@@ -10,7 +10,6 @@ task's scene files (`catalog.plus_runnable`); never constructs a simulator.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from mailroom.hashing import sha256_file
 from mailroom.mailbox.publish import document_bytes
-from mailroom.orchestrator.catalog.build import REFERENCE_HORIZONS
+from mailroom.orchestrator.catalog.build import REFERENCE_HORIZONS, build_command
 from mailroom.orchestrator.catalog.frozen import InstructionSource, load_catalog
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_PREFIX,
@@ -250,27 +249,14 @@ def render_plus(catalog: PlusCatalog) -> bytes:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--out", type=Path, help="write the catalog here")
-    target.add_argument("--check", action="store_true", help="exit 1 if the frozen catalog differs")
-    args = parser.parse_args(argv)
-    data = render_plus(build_plus_catalog())
-    if args.check:
-        if data != plus_catalog_bytes():
-            print(
-                "the frozen LIBERO-Plus catalog differs from the installed package", file=sys.stderr
-            )
-            return 1
-        print("the frozen LIBERO-Plus catalog matches the installed package", file=sys.stderr)
-        return 0
-    out: Path = args.out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
-    print(f"wrote {out} ({len(data)} bytes)", file=sys.stderr)
-    return 0
+    description = __doc__.splitlines()[0] if __doc__ else None
+    return build_command(
+        argv,
+        description,
+        lambda: render_plus(build_plus_catalog()),
+        plus_catalog_bytes,
+        "LIBERO-Plus catalog",
+    )
 
 
 if __name__ == "__main__":

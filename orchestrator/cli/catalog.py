@@ -195,7 +195,9 @@ def _para(as_json: bool, para_dir: Path) -> None:
         table.add_row(escape(cell or "(none)"), *map(str, row))
     console.print(table)
     console.print("[dim]g<N>: LIBERO-Goal task N; a cell is the file's folder in the copy")
-    console.print(f"copy {escape(str(para_dir))}, revision {found.revision or 'unrecorded'}")
+    console.print(
+        f"copy {escape(str(para_dir))}, revision {escape(found.revision or 'unrecorded')}"
+    )
     console.print(f"catalog sha256 {para_catalog_sha256(found)} (a plan records it)")
     for refused in found.refused:
         console.print(

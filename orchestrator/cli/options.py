@@ -88,8 +88,9 @@ def para_dir_option() -> Callable[[F], F]:
 
 
 def use_run_para_catalog(run_dir: Path) -> None:
-    """A command reading a LIBERO-Para run uses the catalog the run kept unless a copy
-    is declared (`--para-dir`): a published run is re-read without the data set."""
+    """A command reading a LIBERO-Para run uses the catalog the run kept (checked
+    against its manifest), whatever a declared copy holds now: a published run is
+    re-read, and re-proved, without the data set."""
     import json
 
     from mailroom.orchestrator.catalog.frozen import CatalogError

@@ -103,6 +103,9 @@ def _replay(
     for name, recorded_hash, found_hash in (
         ("bddl_sha256", case.bddl_sha256, identity.bddl_sha256),
         ("init_states_sha256", case.init_states_sha256, identity.init_states_sha256),
+        # The same files can carry another instruction (a LIBERO-Para paraphrase).
+        ("task_name", case.task_name, identity.task_name),
+        ("instruction", case.instruction, identity.instruction),
     ):
         if recorded_hash != found_hash:
             raise _Diverged(name, recorded_hash, found_hash, control=0, observation=0)

