@@ -106,6 +106,28 @@ def _languages(task: PlusTaskName, bddl_language: str) -> tuple[str, str, Instru
     )
 
 
+# Categories whose name only adds view, robot-variant or noise parameters to a BDDL
+# file: none of them changes which files the scene loads (the camera is placed in code,
+# the robot model's files are robosuite's), so one check per file answers for all.
+_ON_THE_NAME = ("camera", "robot_init", "noise")
+
+
+def _missing_files(base_suite: str, task: PlusTaskName) -> list[str]:
+    if task.category in _ON_THE_NAME:
+        return list(_missing_for_file(base_suite, task.bddl_stem, task.name))
+    return missing_scene_files(base_suite, task.name)
+
+
+_FIRST_NAMES: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def _missing_for_file(base_suite: str, stem: str, name: str) -> tuple[str, ...]:
+    key = (base_suite, stem)
+    if key not in _FIRST_NAMES:
+        _FIRST_NAMES[key] = tuple(missing_scene_files(base_suite, name))
+    return _FIRST_NAMES[key]
+
+
 def _base_indices() -> dict[tuple[str, str], int]:
     return {(e.suite, e.task_name): e.task_index for e in load_catalog().entries}
 
@@ -134,7 +156,7 @@ def build_plus_catalog() -> PlusCatalog:
         horizon = REFERENCE_HORIZONS[base_suite]
         for index, name in enumerate(names):
             task = parse_task_name(name)
-            missing = missing_scene_files(base_suite, name)
+            missing = _missing_files(base_suite, task)
             bddl = root / "bddl_files" / base_suite / f"{task.bddl_stem}.bddl"
             states = _init_states_path(root, base_suite, task)
             if not missing and not states.is_file():
