@@ -50,6 +50,29 @@ def launch_command(
     ]
 
 
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`mailroom ARGS` as a user runs it, 200 columns wide (rich wraps table cells to the
+    terminal's width)."""
+    return subprocess.run(
+        [mailroom_exe(), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**(os.environ if env is None else env), "COLUMNS": "200"},
+    )
+
+
+def assert_usage_error(proc: subprocess.CompletedProcess[str], message: str) -> None:
+    """Exit 2, the message on stderr, no traceback, nothing on stdout."""
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stdout == ""
+
+
 def cli_plan(out: Path, kind: str, *options: str) -> Path:
     """`mailroom plan --kind KIND [options] --out OUT`, as a user writes a plan."""
     subprocess.run(

@@ -3,37 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import mailroom_exe
+from conftest import assert_usage_error, run_cli
 from mailroom.orchestrator.catalog.frozen import catalog_sha256, load_catalog
 from mailroom.orchestrator.catalog.plans import load_plan
 
 ENTRY_FIELDS = {"suite", "task_index", "task_name", "instruction", "horizon", "horizon_source"}
 
 
-def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}  # rich wraps table cells to the terminal width
-    return subprocess.run(
-        [mailroom_exe(), *args], capture_output=True, text=True, timeout=120, cwd=cwd, env=env
-    )
-
-
-def _usage_error(proc: subprocess.CompletedProcess[str], message: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stdout == ""
-
-
 @pytest.fixture(scope="module")
 def catalog_json() -> dict[str, Any]:
-    proc = _run("catalog", "--json")
+    proc = run_cli("catalog", "--json")
     assert proc.returncode == 0, proc.stderr
     document: dict[str, Any] = json.loads(proc.stdout)  # stdout is the document alone
     return document
@@ -67,10 +51,10 @@ def test_catalog_json_lists_130_standard_entries_then_the_pro_family(
 
 
 def test_catalog_filters_by_suite_and_benchmark() -> None:
-    proc = _run("catalog", "--json", "--benchmark", "libero_pro")
+    proc = run_cli("catalog", "--json", "--benchmark", "libero_pro")
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)["entries"]) == 160
-    proc = _run("catalog", "--json", "--suite", "libero_10_lan")
+    proc = run_cli("catalog", "--json", "--suite", "libero_10_lan")
     entries = json.loads(proc.stdout)["entries"]
     assert [e["task_index"] for e in entries] == list(range(10))
     assert entries[0]["instruction"] == load_catalog().entry("libero_10_lan", 0).bddl_language
@@ -78,7 +62,7 @@ def test_catalog_filters_by_suite_and_benchmark() -> None:
 
 
 def test_catalog_table_is_human_output_on_stderr() -> None:
-    proc = _run("catalog", "--suite", "libero_goal")
+    proc = run_cli("catalog", "--suite", "libero_goal")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert "open the middle drawer of the cabinet" in proc.stderr
@@ -86,21 +70,21 @@ def test_catalog_table_is_human_output_on_stderr() -> None:
 
 
 def test_catalog_refuses_bad_filters() -> None:
-    _usage_error(_run("catalog", "--suite", "libero_11"), "unknown suite 'libero_11'")
-    _usage_error(
-        _run("catalog", "--suite", "libero_10", "--benchmark", "libero_pro"),
+    assert_usage_error(run_cli("catalog", "--suite", "libero_11"), "unknown suite 'libero_11'")
+    assert_usage_error(
+        run_cli("catalog", "--suite", "libero_10", "--benchmark", "libero_pro"),
         "not in benchmark 'libero_pro'",
     )
-    _usage_error(_run("catalog", "--benchmark", "libero_91"), "Invalid value")
-    _usage_error(
-        _run("catalog", "--suite", "libero_10", "--category", "camera"),
+    assert_usage_error(run_cli("catalog", "--benchmark", "libero_91"), "Invalid value")
+    assert_usage_error(
+        run_cli("catalog", "--suite", "libero_10", "--category", "camera"),
         "--category selects LIBERO-Plus tasks",
     )
 
 
 def test_plan_canonical_libero_spatial_is_500_interleaved_cases(tmp_path: Path) -> None:
     out = tmp_path / "canonical.json"
-    proc = _run(
+    proc = run_cli(
         "plan", "--kind", "canonical", "--suite", "libero_spatial", "--out", str(out), "--json"
     )
     assert proc.returncode == 0, proc.stderr
@@ -128,7 +112,7 @@ def test_plan_kinds_through_the_cli(tmp_path: Path) -> None:
     }
     for n, (args, pairs) in enumerate(expected.items()):
         out = tmp_path / f"p{n}.json"
-        proc = _run("plan", "--kind", *args, "--out", str(out))
+        proc = run_cli("plan", "--kind", *args, "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout == ""
         plan = load_plan(out)
@@ -136,10 +120,10 @@ def test_plan_kinds_through_the_cli(tmp_path: Path) -> None:
         assert {(c.init_state_index, c.seed, c.task_order_index) for c in plan.cases} == {
             (0, 20260907, 0)
         }
-    proc = _run("plan", "--kind", "all", "--out", str(tmp_path / "all.json"))
+    proc = run_cli("plan", "--kind", "all", "--out", str(tmp_path / "all.json"))
     assert proc.returncode == 0, proc.stderr
     assert len(load_plan(tmp_path / "all.json").cases) == 130
-    proc = _run(
+    proc = run_cli(
         "plan",
         "--kind",
         "canonical",
@@ -174,16 +158,18 @@ def test_plan_kinds_through_the_cli(tmp_path: Path) -> None:
 )
 def test_plan_refuses_bad_input_with_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     out = tmp_path / "plan.json"
-    _usage_error(_run("plan", *args, "--out", str(out)), message)
+    assert_usage_error(run_cli("plan", *args, "--out", str(out)), message)
     assert not out.exists()
 
 
 def test_plan_refuses_to_replace_a_different_plan(tmp_path: Path) -> None:
     out = tmp_path / "plan.json"
-    assert _run("plan", "--kind", "fast", "--out", str(out)).returncode == 0
-    assert _run("plan", "--kind", "fast", "--out", str(out)).returncode == 0
-    _usage_error(_run("plan", "--kind", "development", "--out", str(out)), "already exists")
+    assert run_cli("plan", "--kind", "fast", "--out", str(out)).returncode == 0
+    assert run_cli("plan", "--kind", "fast", "--out", str(out)).returncode == 0
+    assert_usage_error(
+        run_cli("plan", "--kind", "development", "--out", str(out)), "already exists"
+    )
     assert load_plan(out).kind == "fast"
-    assert _run("plan", "--kind", "development", "--out", str(out), "--force").returncode == 0
+    assert run_cli("plan", "--kind", "development", "--out", str(out), "--force").returncode == 0
     assert load_plan(out).kind == "development"
-    _usage_error(_run("plan", "--kind", "fast"), "Missing option '--out'")
+    assert_usage_error(run_cli("plan", "--kind", "fast"), "Missing option '--out'")

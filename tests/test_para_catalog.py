@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import mailroom_exe
+from conftest import run_cli
 from mailroom.hashing import sha256_file
 from mailroom.orchestrator.actors.sandbox import evaluator_paths
 from mailroom.orchestrator.catalog.frozen import (
@@ -299,14 +299,8 @@ def test_a_plan_is_refused_when_the_copy_changed(
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != PARA_DIR_VARIABLE}
-    return subprocess.run(
-        [mailroom_exe(), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**env, "COLUMNS": "200"},
-    )
+    """The CLI with no LIBERO-Para copy declared by the environment."""
+    return run_cli(*args, env={k: v for k, v in os.environ.items() if k != PARA_DIR_VARIABLE})
 
 
 def test_the_cli_catalogues_a_copy_and_plans_from_it(

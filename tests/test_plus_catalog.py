@@ -7,14 +7,13 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 from collections import Counter
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import mailroom_exe
+from conftest import assert_usage_error, run_cli
 from mailroom.orchestrator.catalog import plus_build
 from mailroom.orchestrator.catalog.frozen import (
     CatalogEntry,
@@ -383,22 +382,8 @@ def test_the_assets_link_is_made_replaced_or_refused(
     assert (link / "kept.txt").read_text(encoding="utf-8") == "mine"
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}  # rich wraps table cells to the terminal width
-    return subprocess.run(
-        [mailroom_exe(), *args], capture_output=True, text=True, timeout=120, env=env
-    )
-
-
-def _usage_error(proc: subprocess.CompletedProcess[str], message: str) -> None:
-    assert proc.returncode == 2, proc.stderr
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert proc.stdout == ""
-
-
 def test_cli_counts_per_category(frozen: PlusCatalog) -> None:
-    proc = _run("catalog", "--benchmark", "libero_plus")
+    proc = run_cli("catalog", "--benchmark", "libero_plus")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     rows = {
@@ -418,7 +403,7 @@ def test_cli_counts_per_category(frozen: PlusCatalog) -> None:
 
 
 def test_cli_json_of_one_category(frozen: PlusCatalog) -> None:
-    proc = _run("catalog", "--suite", "libero_plus_object", "--category", "background", "--json")
+    proc = run_cli("catalog", "--suite", "libero_plus_object", "--category", "background", "--json")
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
     assert document["catalog_sha256"] == plus_catalog_sha256()
@@ -433,12 +418,14 @@ def test_cli_json_of_one_category(frozen: PlusCatalog) -> None:
 
 
 def test_cli_refuses_bad_plus_filters() -> None:
-    _usage_error(
-        _run("catalog", "--suite", "libero_plus_object", "--category", "lighting"),
+    assert_usage_error(
+        run_cli("catalog", "--suite", "libero_plus_object", "--category", "lighting"),
         "Invalid value for '--category'",
     )
-    _usage_error(_run("catalog", "--suite", "libero_plus_90"), "unknown suite 'libero_plus_90'")
-    _usage_error(
-        _run("catalog", "--suite", "libero_plus_goal", "--benchmark", "libero"),
+    assert_usage_error(
+        run_cli("catalog", "--suite", "libero_plus_90"), "unknown suite 'libero_plus_90'"
+    )
+    assert_usage_error(
+        run_cli("catalog", "--suite", "libero_plus_goal", "--benchmark", "libero"),
         "not in benchmark 'libero'",
     )

@@ -4,15 +4,13 @@ and version-1 plans left exactly as they were."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import mailroom_exe
+from conftest import run_cli
 from jsonschema import Draft202012Validator
 from mailroom.mailbox.schemas import load_schema, schema_errors
 from mailroom.orchestrator.catalog.frozen import (
@@ -371,16 +369,9 @@ def test_write_then_load_round_trips_and_catalog_identity_is_checked(tmp_path: P
         load_plan(_write(tmp_path, standard))
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run(
-        [mailroom_exe(), *args], capture_output=True, text=True, timeout=120, env=env
-    )
-
-
 def test_cli_writes_a_category_plan(frozen: PlusCatalog, tmp_path: Path) -> None:
     out = tmp_path / "camera.json"
-    proc = _run(
+    proc = run_cli(
         "plan",
         "--kind",
         "task_coverage",
@@ -413,7 +404,7 @@ def test_cli_refuses_a_category_of_a_standard_suite(tmp_path: Path) -> None:
         (["--suite", "libero_plus_goal", "--category", "lights"], "Invalid value for '--category'"),
         (["--suite", "libero_plus_goal"], "needs task ids or a category"),
     ):
-        proc = _run("plan", "--kind", "task_coverage", *args, "--out", str(out))
+        proc = run_cli("plan", "--kind", "task_coverage", *args, "--out", str(out))
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
         assert "Traceback" not in proc.stderr + proc.stdout and proc.stdout == ""

@@ -156,14 +156,14 @@ def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[Catal
     return [catalog.entry(suite, i) for i in _unique(task_ids)]
 
 
-def _once(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
+def _once(entries: Sequence[CatalogEntry], seed: int = FIXED_SEED) -> list[PlanCase]:
     return [
         PlanCase(
             benchmark=e.benchmark,
             suite=e.suite,
             task_index=e.task_index,
             init_state_index=FIXED_INIT_STATE,
-            seed=FIXED_SEED,
+            seed=seed,
             task_order_index=TASK_ORDER_INDEX,
         )
         for e in entries
@@ -371,17 +371,7 @@ def _plus_selection(
             "assets are not in the catalog and not in the plan. Every failure and error is "
             "kept and nothing is retried."
         ),
-        cases=[
-            PlanCase(
-                benchmark=e.benchmark,
-                suite=e.suite,
-                task_index=e.task_index,
-                init_state_index=FIXED_INIT_STATE,
-                seed=CANONICAL_SEED,
-                task_order_index=TASK_ORDER_INDEX,
-            )
-            for e in entries
-        ],
+        cases=_once(entries, seed=CANONICAL_SEED),
     )
 
 

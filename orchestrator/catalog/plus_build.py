@@ -112,20 +112,16 @@ def _languages(task: PlusTaskName, bddl_language: str) -> tuple[str, str, Instru
 _ON_THE_NAME = ("camera", "robot_init", "noise")
 
 
-def _missing_files(base_suite: str, task: PlusTaskName) -> list[str]:
-    if task.category in _ON_THE_NAME:
-        return list(_missing_for_file(base_suite, task.bddl_stem, task.name))
-    return missing_scene_files(base_suite, task.name)
-
-
-_FIRST_NAMES: dict[tuple[str, str], tuple[str, ...]] = {}
-
-
-def _missing_for_file(base_suite: str, stem: str, name: str) -> tuple[str, ...]:
-    key = (base_suite, stem)
-    if key not in _FIRST_NAMES:
-        _FIRST_NAMES[key] = tuple(missing_scene_files(base_suite, name))
-    return _FIRST_NAMES[key]
+def _missing_files(
+    base_suite: str, task: PlusTaskName, checked: dict[tuple[str, str], list[str]]
+) -> list[str]:
+    """The runnable check, once per BDDL file for the tasks whose name alone differs."""
+    if task.category not in _ON_THE_NAME:
+        return missing_scene_files(base_suite, task.name)
+    key = (base_suite, task.bddl_stem)
+    if key not in checked:
+        checked[key] = missing_scene_files(base_suite, task.name)
+    return checked[key]
 
 
 def _base_indices() -> dict[tuple[str, str], int]:
@@ -147,6 +143,7 @@ def build_plus_catalog() -> PlusCatalog:
     entries: list[PlusEntry] = []
     excluded: list[PlusExcluded] = []
     suites: dict[str, PlusSuite] = {}
+    checked: dict[tuple[str, str], list[str]] = {}
     for base_suite in PLUS_BASES:
         suite = plus_suite_name(base_suite)
         names = tasks.get(base_suite)
@@ -156,7 +153,7 @@ def build_plus_catalog() -> PlusCatalog:
         horizon = REFERENCE_HORIZONS[base_suite]
         for index, name in enumerate(names):
             task = parse_task_name(name)
-            missing = _missing_files(base_suite, task)
+            missing = _missing_files(base_suite, task, checked)
             bddl = root / "bddl_files" / base_suite / f"{task.bddl_stem}.bddl"
             states = _init_states_path(root, base_suite, task)
             if not missing and not states.is_file():

@@ -183,7 +183,6 @@ def missing_scene_files(base_suite: str, task_name: str) -> list[str]:
             return [f"{path.name}: {exc}"]
         else:
             raise PlusPackageError(f"{task_name}: the env was built past the point of stopping")
-        SingleArmEnv.__init__ = native_init
         env.robots = [_RobotStub()]
         SingleArmEnv._load_model = lambda _self: None
         domain.ManipulationTask = stop_at_task

@@ -82,13 +82,13 @@ def report_table(report: Report) -> Table:
 
 def report_rows(report: Report) -> list[tuple[str, Tally]]:
     """Each suite, its LIBERO-Plus categories or LIBERO-Para cells under it (indented),
-    then overall."""
+    then overall; names escaped for the table's markup (a cell is a folder's name)."""
     rows: list[tuple[str, Tally]] = []
     for suite, t in sorted(report.suites.items()):
-        rows.append((suite, t))
+        rows.append((escape(suite), t))
         for key, c in sorted(report.categories.items()):
             if key.startswith(f"{suite}/"):
-                rows.append((f"  {key.removeprefix(suite + '/')}", c))
+                rows.append((f"  {escape(key.removeprefix(suite + '/'))}", c))
     rows.append(("overall", report.overall))
     return rows
 
