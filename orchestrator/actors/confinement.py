@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ConfinementMode = Literal["sandbox", "none", "external"]
 NetworkPolicy = Literal["none", "host"]
@@ -49,10 +49,27 @@ class ConfinementDeclaration(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     network: NetworkPolicy = "none"
+    # Passed through, and refused at launch when unset (a provider key).
     pass_env: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+    # Passed through when set (a provider's base URL, to name a proxy or a stand-in).
+    pass_env_optional: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
     read_only_paths: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
 
-    _names = field_validator("pass_env")(_env_names)
+    _names = field_validator("pass_env", "pass_env_optional")(_env_names)
+
+    @property
+    def all_passed(self) -> list[str]:
+        return [*self.pass_env, *self.pass_env_optional]
+
+    @model_validator(mode="after")
+    def _declared_once(self) -> ConfinementDeclaration:
+        if set(self.pass_env) & set(self.pass_env_optional):
+            raise ValueError("a variable is declared both required and optional")
+        return self
+
+    def unset_required(self, environment: Mapping[str, str]) -> list[str]:
+        """The required pass-through names missing from `environment` (values unread)."""
+        return [name for name in self.pass_env if not environment.get(name)]
 
     @field_validator("read_only_paths")
     @classmethod
@@ -111,7 +128,7 @@ def resolve_confinement(
     return ConfinementSettings(
         mode=mode,
         network=declaration.network,
-        pass_env=tuple(declaration.pass_env),
+        pass_env=tuple(declaration.all_passed),
         read_only_paths=paths,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -12,11 +13,14 @@ from typing import Protocol
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.process import ActorProcess, render_command
+from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER, LoadedProfile, load_profile
 from mailroom.orchestrator.actors.sandbox import (
     ActorProgram,
     OuterIdentity,
+    ProgramSearch,
     Sandbox,
     SandboxCommand,
+    SandboxPathError,
     evaluator_paths,
     inside_python,
     prepare_program,
@@ -64,6 +68,22 @@ def passed_environment(names: Sequence[str], source: Mapping[str, str]) -> dict[
     return {name: source[name] for name in names if name in source}
 
 
+class InstallationMissingError(ConfinementError):
+    """A profile's agent CLI installation is not there: the project installs it."""
+
+
+def installation_folder(name: str | None) -> Path | None:
+    """The folder of a profile's declared installation, which must exist."""
+    if name is None:
+        return None
+    if not AGENT_CLI_FOLDER.is_dir():
+        raise InstallationMissingError(
+            f"the agent CLIs are not installed ({AGENT_CLI_FOLDER} is missing): run "
+            "`make agent-clis` (make test and make demo do it)"
+        )
+    return AGENT_CLI_FOLDER
+
+
 @dataclass(frozen=True)
 class ProcessLauncher:
     """An actor process per episode from an argv template (`{endpoint}`, `{python}`).
@@ -77,6 +97,8 @@ class ProcessLauncher:
     settings: ConfinementSettings
     limits: ActorLimits
     sandbox: Sandbox | None
+    # Fixed, public values the profile gives every actor (PATH is the program's).
+    environment: tuple[tuple[str, str], ...] = ()
 
     @property
     def confinement(self) -> ConfinementSettings:
@@ -93,6 +115,7 @@ class ProcessLauncher:
         output_dir: Path | None,
     ) -> ActorProcess:
         passed = passed_environment(self.settings.pass_env, os.environ)
+        fixed = {**dict(self.environment), "PATH": self.program.path}
         root = str(endpoint.root)
         command: SandboxCommand | None = None
         confinement: dict[str, object] = {"mode": "none"}
@@ -126,6 +149,7 @@ class ProcessLauncher:
             limits=self.limits,
             output_dir=output_dir,
             passed_env=passed,
+            fixed_env=fixed,
             sandbox=command,
             identity=identity if command is not None else None,
             confinement=confinement,
@@ -141,18 +165,24 @@ def process_launcher(
     mailbox_root: Path | None = None,
     profile_dir: Path | None = None,
     cwd: Path | None = None,
+    installation: Path | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> ProcessLauncher:
     """A launcher for `command`, confined by default; refuses what cannot be confined.
 
     Raises `ConfinementError` (a `SandboxUnavailableError` when bubblewrap cannot start,
-    a `SandboxPathError` for a path of the evaluator) before anything is created.
+    a `SandboxPathError` for a path of the evaluator) before anything is created: a
+    mailbox root it made for the check is removed again when it refuses.
     """
     settings = confinement or ConfinementSettings(mode="sandbox")
     limits = limits or ActorLimits()
+    fixed = tuple(sorted((environment or {}).items()))
     if settings.mode == "external":
         raise ConfinementError("an external actor is not started by the orchestrator")
     if settings.mode == "none":
-        return ProcessLauncher(ActorProgram(tuple(command)), settings, limits, None)
+        search = ProgramSearch.of(settings.read_only_paths, installation, installation_inside=None)
+        program = ActorProgram(tuple(command), path=search.inside_path)
+        return ProcessLauncher(program, settings, limits, None, fixed)
     tool = probe_sandbox()
     private = evaluator_paths(*(p for p in (run_dir, mailbox_root) if p is not None))
     sandbox = Sandbox(
@@ -163,39 +193,54 @@ def process_launcher(
     )
     if any(arg == "{python}" for arg in command):
         inside_python()  # refused now, not at the first episode
-    if mailbox_root is not None:
-        make_mailbox_root(mailbox_root)
-        refuse_unreachable(mailbox_root, "the mailbox root", read=False)
-    program = prepare_program(
-        command,
-        cwd=cwd or Path.cwd(),
-        profile_dir=profile_dir,
-        private=private,
-        read_only_paths=settings.read_only_paths,
-    )
-    return ProcessLauncher(program, settings, limits, sandbox)
+    if installation is not None:
+        refuse_unreachable(installation, "the agent CLI installation")
+    made_root = mailbox_root is not None and not mailbox_root.exists()
+    try:
+        if mailbox_root is not None:
+            make_mailbox_root(mailbox_root)
+            refuse_unreachable(mailbox_root, "the mailbox root", read=False)
+        program = prepare_program(
+            command,
+            cwd=cwd or Path.cwd(),
+            profile_dir=profile_dir,
+            private=private,
+            read_only_paths=settings.read_only_paths,
+            installation=installation,
+        )
+    except (ConfinementError, OSError) as exc:
+        if made_root and mailbox_root is not None:
+            with contextlib.suppress(OSError):
+                mailbox_root.rmdir()  # only ever empty here: nothing was started
+        if isinstance(exc, OSError):
+            raise SandboxPathError(f"the mailbox root {mailbox_root}: {exc}") from exc
+        raise
+    return ProcessLauncher(program, settings, limits, sandbox, fixed)
 
 
 def profile_launcher(
     actor_command: Sequence[str] | None,
     *,
-    profile: str,
+    profile: str | LoadedProfile,
     confinement: ConfinementSettings,
     limits: ActorLimits,
     run_dir: Path,
     mailbox_root: Path,
 ) -> ProcessLauncher | None:
-    """A run's launcher for a profile's actor command (None: external actors, handed
-    launch messages). Raises `ConfinementError` before any worker starts."""
-    from mailroom.orchestrator.actors.profiles import profile_dir
-
+    """A run's launcher for an actor command and its profile (None: external actors,
+    handed launch messages): the profile's programs, installation and fixed environment.
+    Raises `ConfinementError` before any worker starts."""
     if actor_command is None:
         return None
+    loaded = profile if isinstance(profile, LoadedProfile) else load_profile(profile)
+    declared = loaded.profile.actor
     return process_launcher(
         actor_command,
         limits,
         confinement=confinement,
         run_dir=run_dir,
         mailbox_root=mailbox_root,
-        profile_dir=profile_dir(profile),
+        profile_dir=loaded.directory,
+        installation=installation_folder(None if declared is None else declared.installation),
+        environment=None if declared is None else declared.environment,
     )

@@ -134,13 +134,15 @@ class ActorProcess:
         limits: ActorLimits | None = None,
         output_dir: Path | None = None,
         passed_env: Mapping[str, str] | None = None,
+        fixed_env: Mapping[str, str] | None = None,
         sandbox: SandboxCommand | None = None,
         identity: OuterIdentity | None = None,
         confinement: dict[str, object] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.limits = limits or ActorLimits()
-        self.env = {**scrubbed_environment(workdir), **(passed_env or {})}
+        # The profile's fixed, public values (recorded) and the passed ones (never).
+        self.env = {**scrubbed_environment(workdir), **(fixed_env or {}), **(passed_env or {})}
         self._passed = sorted(passed_env or {})
         self.workdir = workdir
         self.identity = identity or OuterIdentity(None, None)

@@ -1,25 +1,265 @@
-"""Where the project's own files live."""
+"""Method profiles: one typed model, loaded by name (under `AgentPolicies/`) or by path.
+
+A profile is the whole method: its declared models, its actor command (used when
+`--actor` is omitted), the agent CLI installation it runs from, the fixed environment
+its actor gets, its confinement (network, passed variables, read-only paths), its limits,
+its persistence rule and the version of the actor instructions it is handed. Unknown
+fields are refused, so a misspelt setting never silently does nothing.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mailroom.orchestrator.actors.confinement import (
+    BASE_ENVIRONMENT,
+    ENV_NAME,
+    ConfinementDeclaration,
+)
+from mailroom.orchestrator.episode.settings import ActorLimits
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # Strict editable installs link each module back to the repository.
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENT_POLICIES = REPO_ROOT / "AgentPolicies"
+PROFILE_FILE = "profile.json"
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+MAX_PROFILE_BYTES = 1 << 20
+
+# The versions of the shared actor instructions, each a frozen file of `prompts/`: a run
+# records which one its actors were handed (a new version is a new file).
+INSTRUCTION_FILES: dict[str, str] = {
+    "v1": "actor_instructions.txt",
+    "v2": "actor_instructions_v2.txt",
+}
+DEFAULT_INSTRUCTIONS = "v1"
+# Agent CLIs installed by the project from its npm lockfile (`make agent-clis`): the folder
+# an actor may run them from, bound read-only at `INSTALLATION_INSIDE` in its sandbox.
+AGENT_CLI_FOLDER = REPO_ROOT / "agent_clis" / "node_modules"
+TraceFormat = Literal["claude_stream_json", "codex_json"]
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be found or is refused; the message is meant for people."""
+
+
+def instructions_version_of(reference: str) -> str:
+    """`"v2"` or `"prompts/actor_instructions_v2.txt"` -> `"v2"`; anything else refused."""
+    if reference in INSTRUCTION_FILES:
+        return reference
+    for version, name in INSTRUCTION_FILES.items():
+        if reference == f"prompts/{name}":
+            return version
+    known = ", ".join(f"{v} (prompts/{n})" for v, n in INSTRUCTION_FILES.items())
+    raise ValueError(f"unknown actor instructions {reference!r}: known versions are {known}")
+
+
+def declared_instructions(declaration: Mapping[str, Any]) -> str:
+    """The instructions version a recorded profile declaration names (v1 if none)."""
+    reference = declaration.get("instructions", DEFAULT_INSTRUCTIONS)
+    return instructions_version_of(reference if isinstance(reference, str) else "")
+
+
+def actor_instructions_template(version: str = DEFAULT_INSTRUCTIONS) -> str:
+    """The instructions template of `version`, exactly as frozen."""
+    name = INSTRUCTION_FILES[instructions_version_of(version)]
+    return resources.files("mailroom.prompts").joinpath(name).read_text(encoding="utf-8")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Note = Annotated[str, Field(max_length=2000)]
+
+
+class DeclaredModel(_Strict):
+    """A model the method uses, as declared: never verified by a file mailbox."""
+
+    role: Annotated[str, Field(min_length=1, max_length=100)]
+    identity: Annotated[str, Field(min_length=1, max_length=200)]
+    provider: Annotated[str, Field(min_length=1, max_length=200)]
+    verified: Literal[False]
+    note: Note | None = None
+
+
+class PersistenceRule(_Strict):
+    min_decisions_before_stop: Annotated[int, Field(ge=0)] = 0
+
+
+class ActorDeclaration(_Strict):
+    """How the orchestrator starts the profile's actor when `--actor` is not given.
+
+    `command` is an argv template: `{endpoint}`, `{python}` (the system's Python inside
+    the sandbox) and `{profile_dir}` (the profile's own folder, copied in under
+    `/opt/actor`). `model_arguments` are appended when the coordinator names a model
+    (`{model}`). `environment` holds fixed, public values every actor of the profile gets
+    (telemetry off, where the agent keeps its own state). `installation` names the agent
+    CLI installation it runs from (`agent_clis`: the project's pinned npm install), whose
+    programs are on the actor's PATH. `trace` is the format of the agent's own account of
+    its work on standard output, kept privately and shown as not verified.
+    """
+
+    command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1)]
+    model_arguments: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    environment: dict[str, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict)
+    installation: Literal["agent_clis"] | None = None
+    trace: TraceFormat | None = None
+
+    @field_validator("model_arguments")
+    @classmethod
+    def _names_the_model(cls, arguments: list[str]) -> list[str]:
+        if arguments and not any("{model}" in a for a in arguments):
+            raise ValueError("model_arguments must contain {model}")
+        return arguments
+
+    @field_validator("environment")
+    @classmethod
+    def _fixed_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        for name, value in environment.items():
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+            if name in BASE_ENVIRONMENT:
+                raise ValueError(f"{name} is always set by the orchestrator")
+            if "\0" in value:
+                raise ValueError(f"the value of {name} holds a NUL byte")
+        return environment
+
+
+class MethodProfile(_Strict):
+    """`profile.json`, every field typed; notes are free text for people."""
+
+    profile: Annotated[str, Field(pattern=PROFILE_NAME.pattern)]
+    method_family: Annotated[str, Field(min_length=1, max_length=100)]
+    purpose: Note = ""
+    capability_score: bool = False
+    declared_models: list[DeclaredModel] = Field(default_factory=list)
+    identity_note: Note | None = None
+    history: Literal["current_observation_only"] = "current_observation_only"
+    history_note: Note | None = None
+    persistence_rule: PersistenceRule = Field(default_factory=PersistenceRule)
+    provider_usage: Note | None = None
+    instructions: str = f"prompts/{INSTRUCTION_FILES[DEFAULT_INSTRUCTIONS]}"
+    limits: ActorLimits = Field(default_factory=ActorLimits)
+    limits_note: Note | None = None
+    confinement: ConfinementDeclaration = Field(default_factory=ConfinementDeclaration)
+    confinement_note: Note | None = None
+    actor: ActorDeclaration | None = None
+    actor_note: Note | None = None
+
+    @field_validator("instructions")
+    @classmethod
+    def _known_instructions(cls, reference: str) -> str:
+        instructions_version_of(reference)
+        return reference
+
+    @model_validator(mode="after")
+    def _passed_names_apart_from_fixed(self) -> MethodProfile:
+        if self.actor is not None:
+            both = set(self.actor.environment) & set(self.confinement.all_passed)
+            if both:
+                raise ValueError(f"{sorted(both)} are both fixed and passed through")
+        return self
+
+    @property
+    def instructions_version(self) -> str:
+        return instructions_version_of(self.instructions)
+
+    def declaration(self) -> dict[str, Any]:
+        """The declaration as the manifest records it (no defaults added)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def with_model(self, model: str | None) -> MethodProfile:
+        """The profile with the model the coordinator named recorded as declared and
+        unverified for its actor role; no model: the actor role's identity stays (an
+        agent CLI's default model is unknown)."""
+        if model is None:
+            return self
+        if not MODEL_NAME.match(model):
+            raise ProfileError(f"{model!r} is not a model name (letters, digits, ._:/@+-)")
+        named = DeclaredModel(
+            role="actor",
+            identity=model,
+            provider=next(
+                (m.provider for m in self.declared_models if m.role == "actor"), "unknown"
+            ),
+            verified=False,
+            note="named by the coordinator (--model) and passed to the actor; declared, unverified",
+        )
+        others = [m for m in self.declared_models if m.role != "actor"]
+        data = self.declaration()
+        data["declared_models"] = [named.model_dump(mode="json", exclude_none=True)] + [
+            m.model_dump(mode="json", exclude_none=True) for m in others
+        ]
+        return MethodProfile.model_validate(data)
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A profile and the folder it came from (its programs are copied from there)."""
+
+    profile: MethodProfile
+    directory: Path
+
+    @property
+    def name(self) -> str:
+        return self.profile.profile
+
+
+def _parse(path: Path) -> MethodProfile:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(f"cannot read the profile {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"the profile {path} is larger than {MAX_PROFILE_BYTES >> 10} KiB")
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProfileError(f"the profile {path} is not UTF-8 JSON: {exc}") from exc
+    try:
+        return MethodProfile.model_validate(document)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise ProfileError(f"the profile {path} is refused: {problems}") from exc
+
+
+def load_profile(reference: str | Path) -> LoadedProfile:
+    """A profile by name (`AgentPolicies/<name>/profile.json`) or by path (a
+    `profile.json`, or a folder holding one). A path is anything with a `/` in it or
+    that ends in `.json`."""
+    text = str(reference)
+    if "/" in text or text.endswith(".json") or isinstance(reference, Path):
+        path = Path(text).expanduser()
+        file = path / PROFILE_FILE if path.is_dir() else path
+        if not file.is_file():
+            raise ProfileError(f"no profile at {path} (a {PROFILE_FILE} or a folder holding one)")
+        return LoadedProfile(_parse(file), file.resolve().parent)
+    if not PROFILE_NAME.match(text):
+        raise ProfileError(f"{text!r} is not a profile name")
+    folder = AGENT_POLICIES / text
+    if not (folder / PROFILE_FILE).is_file():
+        known = sorted(p.parent.name for p in AGENT_POLICIES.glob(f"*/{PROFILE_FILE}"))
+        raise ProfileError(
+            f"no method profile {text!r} under {AGENT_POLICIES} (known: {', '.join(known)}); "
+            "name a profile folder or file by its path to use one kept elsewhere"
+        )
+    return LoadedProfile(_parse(folder / PROFILE_FILE), folder)
 
 
 def profile_dir(profile: str) -> Path:
+    """The folder of a profile named under `AgentPolicies/`."""
     path = AGENT_POLICIES / profile
     if not path.is_dir():
         raise FileNotFoundError(f"no method profile {profile!r} under {AGENT_POLICIES}")
     return path
-
-
-def actor_instructions_template() -> str:
-    return (
-        resources.files("mailroom.prompts")
-        .joinpath("actor_instructions.txt")
-        .read_text(encoding="utf-8")
-    )

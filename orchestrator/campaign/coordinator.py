@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent
+from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
@@ -50,6 +51,8 @@ class LaunchConfig:
     slots: int = 1
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     workers: int = 1
+    # The version of the actor instructions the profile hands its actors.
+    instructions: str = DEFAULT_INSTRUCTIONS
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
+from mailroom.orchestrator.actors.profiles import declared_instructions
 from mailroom.orchestrator.campaign.admission import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
     Executor,
@@ -75,6 +76,8 @@ class CampaignRequest:
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     # Where the work runs (this machine, or a Ray cluster): on the launch's event too.
     executor: Executor = field(default_factory=LocalExecutor)
+    # The folder the profile was loaded from (a resume copies its programs from there).
+    profile_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ class LastLaunch:
     slots: int = 1
     executor: str = "local"
     ray_address: str | None = None
+    profile_dir: Path | None = None
 
 
 def last_launch(run: RunDirectory) -> LastLaunch:
@@ -94,10 +98,12 @@ def last_launch(run: RunDirectory) -> LastLaunch:
             slots = event.get("slots", 1)
             executor = event.get("executor", "local")
             address = event.get("ray_address")
+            folder = event.get("profile_dir")
             return LastLaunch(
                 slots=slots if isinstance(slots, int) and slots >= 1 else 1,
                 executor=executor if executor in ("local", "ray") else "local",
                 ray_address=address if isinstance(address, str) else None,
+                profile_dir=Path(folder) if isinstance(folder, str) else None,
             )
     return LastLaunch()
 
@@ -151,6 +157,7 @@ def run_campaign(
             "memory_margin": request.memory.margin,
             "max_memory_mb": request.memory.max_memory_mb,
             **request.executor.describe(),
+            "profile_dir": None if request.profile_dir is None else str(request.profile_dir),
         }
         if run.exists():
             check_compatible(run.read_manifest(), manifest)
@@ -191,6 +198,7 @@ def run_campaign(
             simulator=request.simulator,
             slots=request.slots,
             memory=request.memory,
+            instructions=declared_instructions(request.declaration),
         )
         on_scheduled(len(planned.work))
         outcome = request.executor.run(config, planned.work, request.workers, listener)

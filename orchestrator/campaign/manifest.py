@@ -18,7 +18,11 @@ from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
-from mailroom.orchestrator.actors.profiles import REPO_ROOT, actor_instructions_template
+from mailroom.orchestrator.actors.profiles import (
+    REPO_ROOT,
+    actor_instructions_template,
+    declared_instructions,
+)
 from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.catalog.frozen import catalog_sha256_of
 from mailroom.orchestrator.episode.settings import RunSettings
@@ -105,6 +109,13 @@ def build_manifest(
         raise ValueError("an actor handed a launch message is confined 'external'")
     if confinement.mode == "sandbox" and sandbox_tool is None:
         raise ValueError("a sandboxed run records its sandbox tool")
+    actor = profile_declaration.get("actor")
+    fixed = actor.get("environment") if isinstance(actor, dict) else None
+    actor_environment = list(confinement.actor_environment)
+    if actor_command is not None and isinstance(fixed, dict):
+        actor_environment += sorted(n for n in fixed if n not in actor_environment)
+    # The instructions version the profile declares: its exact text is what actors read.
+    template = actor_instructions_template(declared_instructions(profile_declaration))
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "run_id": run_id,
@@ -146,9 +157,9 @@ def build_manifest(
             "fresh_endpoint_per_episode": True,
             "fresh_actor_per_episode": True,
             "cross_episode_memory": False,
-            "actor_environment": confinement.actor_environment,
-            "instructions_sha256": sha256_bytes(actor_instructions_template().encode()),
-            "instructions_placeholders": sorted(template_fields(actor_instructions_template())),
+            "actor_environment": actor_environment,
+            "instructions_sha256": sha256_bytes(template.encode()),
+            "instructions_placeholders": sorted(template_fields(template)),
         },
         "confinement": {
             "mode": confinement.mode,

@@ -336,6 +336,7 @@ class LiveEpisodes:
             on_launch_message=functools.partial(self._forward_launch, item),
             hub=self.hub,
             mirror=self.mirror,
+            instructions=config.instructions,
         )
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)

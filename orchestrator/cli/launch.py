@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 import secrets
 import shlex
 import sys
@@ -16,7 +16,6 @@ import click
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.actors.confinement import (
-    ConfinementDeclaration,
     ConfinementError,
     ConfinementMode,
     ConfinementSettings,
@@ -24,6 +23,13 @@ from mailroom.orchestrator.actors.confinement import (
     settings_of_run,
 )
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launcher
+from mailroom.orchestrator.actors.profiles import (
+    AGENT_POLICIES,
+    LoadedProfile,
+    MethodProfile,
+    ProfileError,
+    load_profile,
+)
 from mailroom.orchestrator.campaign.admission import (
     MemoryPolicy,
     MemoryUnknownError,
@@ -68,22 +74,52 @@ def _new_run_id() -> str:
     return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
-def _load_profile(name: str) -> dict[str, Any]:
-    from mailroom.orchestrator.actors.profiles import profile_dir
-
+def load_profile_option(reference: str, model: str | None = None) -> LoadedProfile:
+    """`--profile` (a name under AgentPolicies/ or a path) with `--model` declared."""
     try:
-        path = profile_dir(name) / "profile.json"
-    except FileNotFoundError as exc:
+        loaded = load_profile(reference)
+        return LoadedProfile(loaded.profile.with_model(model), loaded.directory)
+    except ProfileError as exc:
         raise click.UsageError(str(exc)) from exc
-    declaration: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return declaration
 
 
-def _confinement_declaration(profile: dict[str, Any]) -> ConfinementDeclaration:
-    try:
-        return ConfinementDeclaration.model_validate(profile.get("confinement", {}))
-    except ValueError as exc:
-        raise click.UsageError(f"the profile's confinement declaration is refused: {exc}") from exc
+def profile_actor_command(loaded: LoadedProfile, model: str | None) -> list[str] | None:
+    """The profile's own actor command (None: it has none), `{profile_dir}` filled in and
+    the model's arguments appended when a model is named."""
+    declared = loaded.profile.actor
+    if declared is None:
+        if model is not None:
+            raise click.UsageError(
+                f"--model: the profile {loaded.name!r} starts no actor of its own; name the "
+                "model in --actor, or hand it to the actor you start"
+            )
+        return None
+    extra: list[str] = []
+    if model is not None:
+        if not declared.model_arguments:
+            raise click.UsageError(
+                f"--model: the profile {loaded.name!r} declares no way to pass a model to "
+                "its actor (actor.model_arguments)"
+            )
+        extra = [a.replace("{model}", model) for a in declared.model_arguments]
+    folder = str(loaded.directory)
+    return [a.replace("{profile_dir}", folder) for a in declared.command] + extra
+
+
+def refuse_unset_environment(loaded: LoadedProfile, spawns_actors: bool) -> None:
+    """The profile's required pass-through variables must be set (exit 2, names only)."""
+    if not spawns_actors:
+        return
+    unset = loaded.profile.confinement.unset_required(os.environ)
+    if unset:
+        _refuse(
+            ConfinementError(
+                f"the profile {loaded.name!r} passes {', '.join(unset)} to its actor, and "
+                f"{'it is' if len(unset) == 1 else 'they are'} not set here: set "
+                f"{'it' if len(unset) == 1 else 'them'} in launch's environment (the value "
+                "is passed to the actor and never written anywhere)"
+            )
+        )
 
 
 def _refuse(exc: ConfinementError) -> NoReturn:
@@ -98,7 +134,7 @@ def build_launcher(
     limits: ActorLimits,
     run_dir: Path,
     mailbox_root: Path,
-    profile: str,
+    profile: LoadedProfile,
 ) -> ProcessLauncher | None:
     """The run's actor launcher, checked before any worker starts (exit 2 if the sandbox
     cannot start or the command names something of the evaluator)."""
@@ -195,7 +231,7 @@ def _execute(
     run_dir: Path,
     *,
     plan_bytes: bytes,
-    profile: str,
+    profile: LoadedProfile,
     settings: RunSettings,
     actor_command: list[str] | None,
     mailbox_root: Path,
@@ -229,15 +265,15 @@ def _execute(
         refuse_nesting(run_dir, mailbox_root)
     except NestedDirectoriesError as exc:
         raise click.UsageError(str(exc)) from exc
-    declaration = _load_profile(profile)
-    limits = ActorLimits.model_validate(declaration.get("limits", {}))
+    limits = profile.profile.limits
     chosen = _executor(executor, ray_address, workers, slots)
     request = CampaignRequest(
         run_dir=run_dir,
         plan=plan,
         plan_bytes=plan_bytes,
-        profile=profile,
-        declaration=declaration,
+        profile=profile.name,
+        declaration=profile.profile.declaration(),
+        profile_dir=profile.directory,
         settings=settings,
         actor_command=actor_command,
         launcher=build_launcher(
@@ -292,6 +328,21 @@ def _execute(
         print_report(report)
         console.print(f"run directory (private): {run_dir}")
     sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def recorded_profile(manifest: dict[str, Any], folder: Path | None) -> LoadedProfile:
+    """The profile a run was launched with, as its manifest recorded it (a resume runs
+    the same method), and the folder its programs come from."""
+    section = manifest["profile"]
+    if folder is None or not folder.is_dir():
+        folder = AGENT_POLICIES / str(section["name"])
+    try:
+        profile = MethodProfile.model_validate(section["declaration"])
+    except ValueError:
+        # A declaration this version cannot read: the profile as it is now, which the
+        # manifest check then refuses if it differs from the recorded one.
+        return load_profile_option(str(folder))
+    return LoadedProfile(profile, folder)
 
 
 def _executor(name: str, ray_address: str, workers: int, slots: int) -> Executor:
@@ -412,7 +463,8 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
             episode_wall_time_s=options["episode_wall_time"],
             proprio=options["proprio"],
             watch_mode=cast(WatchMode, options["watch_mode"]),
-            min_decisions_before_stop=options["min_decisions_before_stop"],
+            # None: not given and no profile rule filled in (launch fills the profile's).
+            min_decisions_before_stop=options["min_decisions_before_stop"] or 0,
             outbox_durability=cast(OutboxDurability, options["outbox_durability"]),
         )
     except ValueError as exc:
@@ -421,7 +473,18 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--profile", required=True, help="Method profile under AgentPolicies/.")
+@click.option(
+    "--profile",
+    required=True,
+    help="Method profile: a name under AgentPolicies/, or the path of a profile.json (or "
+    "of a folder holding one).",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="The model the actor uses, as you declare it: passed to the profile's actor "
+    "command and recorded as declared, unverified (default: the actor's own, unknown).",
+)
 @para_dir_option()
 @run_dir_option("The run directory itself (default: new, under the profile's results/).")
 @mailbox_root_option()
@@ -429,8 +492,9 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     "--actor",
     "actor",
     default=None,
-    help="Actor command started once per episode, e.g. 'python3 a.py {endpoint}'. "
-    "Without it, launch messages are printed for external actors.",
+    help="Actor command started once per episode, e.g. 'python3 a.py {endpoint}' "
+    "(default: the profile's own). Without either, launch messages are printed for "
+    "external actors.",
 )
 @click.option(
     "--budget-mode",
@@ -470,9 +534,8 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @click.option(
     "--min-decisions-before-stop",
     type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Method persistence rule; never postpones caps.",
+    default=None,
+    help="Method persistence rule; never postpones caps (default: the profile's).",
 )
 @click.option(
     "--outbox-durability",
@@ -505,6 +568,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 def launch(
     plan_file: Path,
     profile: str,
+    model: str | None,
     run_dir: Path | None,
     mailbox_root: Path | None,
     actor: str | None,
@@ -525,16 +589,16 @@ def launch(
     corrupt result; 5 refused (conflicting manifest, run in use); 7 the run directory
     failed (full, read-only): nothing partial was written; 2 usage error.
     """
-    from mailroom.orchestrator.actors.profiles import profile_dir
-
+    loaded = load_profile_option(profile, model)
+    if options["min_decisions_before_stop"] is None:
+        rule = loaded.profile.persistence_rule
+        options["min_decisions_before_stop"] = rule.min_decisions_before_stop
     settings = _settings_from(options)
     memory = _memory_policy(max_memory)
-    declaration = _confinement_declaration(_load_profile(profile))
-    if run_dir is None:
-        run_dir = profile_dir(profile) / "results" / _new_run_id()
-    if mailbox_root is None:
-        mailbox_root = new_mailbox_root()
-    actor_command = shlex.split(actor) if actor is not None else None
+    declaration = loaded.profile.confinement
+    actor_command = (
+        shlex.split(actor) if actor is not None else profile_actor_command(loaded, model)
+    )
     if actor_command == []:
         raise click.UsageError("--actor is empty")
     if ray_address is not None and executor != "ray":
@@ -544,6 +608,11 @@ def launch(
             "--executor ray needs --actor: an actor runs on its episode's node, "
             "started by the worker there"
         )
+    refuse_unset_environment(loaded, actor_command is not None)
+    if run_dir is None:
+        run_dir = loaded.directory / "results" / _new_run_id()
+    if mailbox_root is None:
+        mailbox_root = new_mailbox_root()
     try:
         resolved = resolve_confinement(
             requested=cast(ConfinementMode | None, confinement),
@@ -556,7 +625,7 @@ def launch(
     _execute(
         run_dir,
         plan_bytes=plan_file.read_bytes(),
-        profile=profile,
+        profile=loaded,
         settings=settings,
         actor_command=actor_command,
         mailbox_root=mailbox_root,
@@ -617,10 +686,12 @@ def resume(
     manifest = run.read_manifest()
     volatile = manifest["volatile"]
     settings = RunSettings.model_validate(manifest["settings"])
+    loaded = recorded_profile(manifest, last.profile_dir)
+    refuse_unset_environment(loaded, volatile["actor_command"] is not None)
     _execute(
         run_dir,
         plan_bytes=run.plan_path.read_bytes(),
-        profile=manifest["profile"]["name"],
+        profile=loaded,
         settings=settings,
         actor_command=volatile["actor_command"],
         mailbox_root=mailbox_root or new_mailbox_root(),

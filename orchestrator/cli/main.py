@@ -109,15 +109,18 @@ def demo(
     """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
     simulator, answered by the built-in diagnostic actor in its own confined process."""
     from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
-    from mailroom.orchestrator.actors.profiles import profile_dir
     from mailroom.orchestrator.campaign.manifest import build_manifest
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
     from mailroom.orchestrator.catalog.frozen import reference_horizon
     from mailroom.orchestrator.catalog.plans import build_plan, render_plan
-    from mailroom.orchestrator.cli.launch import build_launcher
+    from mailroom.orchestrator.cli.launch import (
+        build_launcher,
+        load_profile_option,
+        profile_actor_command,
+    )
     from mailroom.orchestrator.episode.blinded import run_blinded_episode
-    from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+    from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.sim.libero import LiberoAdapter
 
     profile = "scripted_diagnostic"
@@ -135,9 +138,10 @@ def demo(
     run = RunDirectory(run_dir)
     if run.exists():
         raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
-    declaration = json.loads((profile_dir(profile) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration.get("limits", {}))
-    actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
+    loaded = load_profile_option(profile)
+    limits = loaded.profile.limits
+    actor = profile_actor_command(loaded, None)
+    assert actor is not None  # the diagnostic profile declares its actor
     chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
     launcher = build_launcher(
         actor,
@@ -145,7 +149,7 @@ def demo(
         limits=limits,
         run_dir=run_dir,
         mailbox_root=mailbox_root,
-        profile=profile,
+        profile=loaded,
     )
     assert launcher is not None
     # A run of one case like any other, so report, audit and export read it.
@@ -157,7 +161,7 @@ def demo(
         plan_kind=plan.kind,
         n_cases=1,
         profile_name=profile,
-        profile_declaration=declaration,
+        profile_declaration=loaded.profile.declaration(),
         settings=settings,
         actor_command=actor,
         record="full",
@@ -184,6 +188,7 @@ def demo(
                 mailbox_root=mailbox_root,
                 launch_actor=launcher,
                 limits=limits,
+                instructions=loaded.profile.instructions_version,
             )
         run.event("launch_finished")
     finally:

@@ -11,6 +11,7 @@ from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
+from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS, actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence, EventMirror
@@ -101,6 +102,7 @@ def run_blinded_episode(
     on_launch_message: Callable[[str], None] | None = None,
     record: RecordMode = "full",
     limits: ActorLimits | None = None,
+    instructions: str = DEFAULT_INSTRUCTIONS,
 ) -> EpisodeResult:
     """Run `case` against a fresh actor through a fresh opaque endpoint, alone.
 
@@ -121,6 +123,7 @@ def run_blinded_episode(
             on_launch_message=on_launch_message,
             record=record,
             limits=limits,
+            instructions=instructions,
         )
     )
 
@@ -139,6 +142,7 @@ def blinded_episode(
     limits: ActorLimits | None = None,
     hub: InboxHub | None = None,
     mirror: EventMirror | None = None,
+    instructions: str = DEFAULT_INSTRUCTIONS,
 ) -> EpisodeSteps:
     """`run_blinded_episode` as a generator that yields each wait (see `runner.drive`).
 
@@ -164,13 +168,18 @@ def blinded_episode(
     evidence = prepared.evidence
     identity = None if launch_actor is None else launch_actor.identity()
     endpoint = create_endpoint(mailbox_root, actor_gid=None if identity is None else identity.gid)
-    instructions = render_instructions(str(endpoint.root))
+    version = instructions
+    instructions = render_instructions(
+        str(endpoint.root), template=actor_instructions_template(version)
+    )
     # The endpoint-to-case mapping lives only here, in the private run directory.
     evidence.write_private(
         "endpoint.json",
         {"endpoint": str(endpoint.root), "token": endpoint.token, "case": case.model_dump()},
     )
-    evidence.write_private("launch_message.json", {"instructions": instructions})
+    evidence.write_private(
+        "launch_message.json", {"instructions": instructions, "instructions_version": version}
+    )
     mailbox = MailboxTransport(
         endpoint,
         evidence,
