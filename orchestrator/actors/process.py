@@ -25,7 +25,7 @@ from mailroom.orchestrator.actors.sandbox import (
 )
 from mailroom.orchestrator.episode.settings import ActorLimits
 
-OUTPUT_CAP_BYTES = 1 << 20  # kept of each of stdout and stderr
+OUTPUT_CAP_BYTES = ActorLimits().output_mb << 20  # kept of each of stdout and stderr
 OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
 
 
@@ -148,7 +148,9 @@ class ActorProcess:
         self.identity = identity or OuterIdentity(None, None)
         self.confinement = confinement or {"mode": "none"}
         self.streams = {
-            name: CapturedStream(name, None if output_dir is None else output_dir / file)
+            name: CapturedStream(
+                name, None if output_dir is None else output_dir / file, self.limits.output_mb << 20
+            )
             for name, file in OUTPUT_FILES.items()
         }
         for stream in self.streams.values():

@@ -83,3 +83,6 @@ class ActorLimits(BaseModel):
     processes: Annotated[int, Field(ge=8)] | None = 1024
     scratch_quota_mb: Annotated[int, Field(ge=1)] | None = 1024
     scratch_quota_files: Annotated[int, Field(ge=1)] | None = 100_000
+    # Kept of each of the actor's stdout and stderr (an agent CLI's account of its work
+    # on stdout can be long); the rest is counted.
+    output_mb: Annotated[int, Field(ge=1, le=1024)] = 1
