@@ -17,6 +17,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +31,23 @@ from mailroom.orchestrator.actors.confinement import ConfinementRecord, Confinem
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.process import render_command
 from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.audit.patterns import build_identifiers
+from mailroom.orchestrator.audit.patterns import (
+    Identifiers,
+    build_identifiers,
+    launch_identifiers,
+    path_disclosures,
+)
 from mailroom.orchestrator.audit.scan import (
     AUDIT_FILE,
     AUDIT_SCHEMA,
+    AUDIT_SCHEMA_V1,
+    AuditError,
     AuditVerdict,
     NotARunDirectoryError,
     audit_run,
+    read_verdict,
     scan_run,
+    source_of,
 )
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
@@ -278,6 +288,15 @@ def kinds_at(verdict: AuditVerdict, where: str) -> set[str]:
     return {x.identifier_kind for x in verdict.leaks if x.where == where}
 
 
+def informed(verdict: AuditVerdict) -> set[Hit]:
+    """What the actors wrote that they could know untold: never failing."""
+    return {(x.attempt_id, x.where, x.kind) for x in verdict.information or []}
+
+
+def sources_at(verdict: AuditVerdict, where: str) -> set[str | None]:
+    return {x.source for x in verdict.leaks if x.where == where}
+
+
 def checked(verdict: AuditVerdict) -> AuditVerdict:
     assert schema_errors(AUDIT_SCHEMA, verdict.document()) == []
     return verdict
@@ -450,8 +469,10 @@ def test_png_pixels_are_never_read_but_png_text_chunks_are(fast: RunBuilder) -> 
     compressed = b"Comment\0\0" + zlib.compress(private)
     built.write("scratch/c.png", _with_chunk(FRAME, b"zTXt", compressed))
     verdict = scan_run(fast.run_dir)
-    assert kinds_at(verdict, "scratch/b.png") == {"benchmark", "suite", "seed"}
-    assert kinds_at(verdict, "scratch/c.png") == {"benchmark", "suite", "seed"}
+    # The actor wrote them: the benchmark's name is information, the suite and seed leak.
+    for where in ("scratch/b.png", "scratch/c.png"):
+        assert kinds_at(verdict, where) == {"suite", "seed"}
+        assert (built.attempt_id, where, "benchmark") in informed(verdict)
 
 
 def test_what_an_actor_wrote_into_scratch_and_inbox_counts(fast: RunBuilder) -> None:
@@ -464,9 +485,13 @@ def test_what_an_actor_wrote_into_scratch_and_inbox_counts(fast: RunBuilder) -> 
     assert (built.attempt_id, "scratch/notes.md", "suite") in found
     excerpts = {x.excerpt for x in verdict.leaks if x.where == "scratch/notes.md"}
     assert excerpts == {"the suite is libero_10"}
-    assert (built.attempt_id, "scratch/libero", "benchmark") in found
+    # A folder named for the benchmark tells the actor's own guess, nothing it was told.
+    assert (built.attempt_id, "scratch/libero", "benchmark") in informed(verdict)
+    assert not any(where == "scratch/libero" for _, where, _ in found)
     assert (built.attempt_id, "inbox/.resp-3.json.tmp", "seed") in found
     assert not any(where == "scratch/libero/empty.txt" for _, where, _ in found)
+    assert {x.source for x in verdict.leaks} == {"actor_written"}
+    assert not checked(verdict).clean
 
 
 def test_instructions_that_name_the_task_are_a_leak(fast: RunBuilder) -> None:
@@ -515,8 +540,10 @@ def test_a_mailbox_root_named_with_a_date_leaks_through_instructions_argv_and_en
     builder = RunBuilder(base, build_plan("fast"), mailbox_name="mb-2031-01-02")
     built = builder.attempt(builder.cases[0])
     verdict = checked(scan_run(builder.run_dir))
-    for where in ("instructions", "argv", "env"):
+    for where in ("instructions", "argv", "env", "endpoint"):
         assert (built.attempt_id, where, "date") in hits(verdict)
+    assert {x.source for x in verdict.leaks} == {"handed"}
+    assert verdict.information == []
 
 
 def test_symlinks_are_reported_by_target_and_never_followed(fast: RunBuilder) -> None:
@@ -533,6 +560,210 @@ def test_a_fifo_in_scratch_does_not_hang_the_audit(fast: RunBuilder) -> None:
     os.mkfifo(built.endpoint.scratch / "pipe")
     verdict = scan_run(fast.run_dir)
     assert verdict.clean and verdict.files_scanned == 11
+
+
+# --- what was handed, and what the actor wrote itself -------------------------------------
+
+
+def _created(builder: RunBuilder) -> str:
+    """The run's creation time: the day an actor of the run learns from its provider."""
+    created: str = builder.manifest["volatile"]["created_at"]
+    return created
+
+
+def test_a_date_and_the_benchmarks_name_an_actor_wrote_are_information_not_leaks(
+    fast: RunBuilder,
+) -> None:
+    """An agent CLI's own state (today's date from its provider) and its own notes (it
+    recognised a LIBERO scene) tell nothing the evaluator disclosed."""
+    built, other = (fast.attempt(case) for case in fast.cases)
+    today = _created(fast)
+    state = {"firstStartTime": today, "libero_guess": True, "numStartups": 1}
+    built.write("scratch/.claude.json", json.dumps(state))
+    built.write(f"scratch/notes-{today[:10]}.md", "this looks like a LIBERO scene")
+    other.write("inbox/.draft", f"written {_run_date(fast)}")
+    verdict = checked(audit_run(fast.run_dir))
+    assert verdict.clean and verdict.leaks == [] and verdict.unverifiable == []
+    assert informed(verdict) == {
+        (built.attempt_id, "scratch/.claude.json", "date"),
+        (built.attempt_id, "scratch/.claude.json", "benchmark"),
+        (built.attempt_id, f"scratch/notes-{today[:10]}.md", "date"),
+        (built.attempt_id, f"scratch/notes-{today[:10]}.md", "benchmark"),
+        (other.attempt_id, "inbox/.draft", "date"),
+    }
+    assert {x.source for x in verdict.information or []} == {"actor_written"}
+    shown = {(x.where, x.kind): x.excerpt for x in verdict.information or []}
+    assert today in shown["scratch/.claude.json", "date"]
+    assert "LIBERO" in shown[f"scratch/notes-{today[:10]}.md", "benchmark"]
+    recorded = json.loads((fast.run_dir / AUDIT_FILE).read_text())
+    assert recorded == verdict.document() and len(recorded["information"]) == 5
+    (event,) = [e for e in fast.run.events() if e["event"] == "audited"]
+    assert (event["clean"], event["leaks"], event["information"]) == (True, 0, 5)
+
+
+def test_the_same_date_or_name_handed_to_the_actor_is_a_leak(fast: RunBuilder) -> None:
+    built = fast.attempt(fast.cases[0])
+    day = _created(fast)[:10]
+    built.write("scratch/today.txt", f"today is {day}")
+    built.plant_observation(1, {"note": f"captured {day}"})
+    built.write(f"outbox/frame-{day}.png", FRAME)
+    built.plant_observation(2, {"libero_scene": "kitchen"})
+    text = built.instructions() + f"\nToday is {day}; this is a LIBERO scene.\n"
+    (built.directory / "launch_message.json").write_text(json.dumps({"instructions": text}))
+    verdict = checked(scan_run(fast.run_dir))
+    assert not verdict.clean
+    assert kinds_at(verdict, "outbox/obs-1.json") == {"date"}
+    assert kinds_at(verdict, f"outbox/frame-{day}.png") == {"date"}
+    assert kinds_at(verdict, "outbox/obs-2.json") == {"benchmark", "private_key"}
+    assert kinds_at(verdict, "instructions") == {"date", "benchmark"}
+    assert {x.source for x in verdict.leaks} == {"handed"}
+    excerpts = {x.identifier_kind: x.excerpt for x in verdict.leaks if x.where == "instructions"}
+    assert day in excerpts["date"] and "LIBERO" in excerpts["benchmark"]
+    # The actor's own note of the same day is still only information.
+    assert informed(verdict) == {(built.attempt_id, "scratch/today.txt", "date")}
+
+
+@pytest.mark.parametrize("folder", ["scratch/.codex/sessions", "inbox"])
+def test_a_task_name_or_seed_an_actor_wrote_still_fails_with_its_file_and_excerpt(
+    fast: RunBuilder, folder: str
+) -> None:
+    built = fast.attempt(fast.cases[0])
+    task_name = load_catalog().entry(built.case.suite, built.case.task_index).task_name
+    session = {"at": _created(fast), "guess": task_name}
+    built.write(f"{folder}/session.json", json.dumps(session))
+    built.write(f"{folder}/rng.txt", "probably seed 20260907 again")
+    verdict = checked(audit_run(fast.run_dir))
+    assert not verdict.clean
+    assert hits(verdict) == {
+        (built.attempt_id, f"{folder}/session.json", "task_name"),
+        (built.attempt_id, f"{folder}/rng.txt", "seed"),
+    }
+    assert {x.source for x in verdict.leaks} == {"actor_written"}
+    excerpts = {x.where: x.excerpt for x in verdict.leaks}
+    assert task_name in excerpts[f"{folder}/session.json"]
+    assert excerpts[f"{folder}/rng.txt"] == "probably seed 20260907 again"
+    # The date beside the task name is information, reported apart.
+    assert informed(verdict) == {(built.attempt_id, f"{folder}/session.json", "date")}
+
+
+def test_an_endpoint_path_that_names_a_suite_is_a_leak_on_its_own(base: Path) -> None:
+    builder = RunBuilder(base, build_plan("fast"), mailbox_name="libero_10_boxes")
+    spawned, external = (
+        builder.attempt(builder.cases[0]),
+        builder.attempt(builder.cases[1], spawned=False),
+    )
+    verdict = checked(scan_run(builder.run_dir))
+    for where in ("endpoint", "instructions", "argv", "env"):
+        assert {"suite", "benchmark"} <= kinds_at(verdict, where), where
+    assert sources_at(verdict, "endpoint") == {"handed"}
+    excerpts = {x.excerpt for x in verdict.leaks if x.where == "endpoint"}
+    assert all("libero_10_boxes" in e and str(base) in e for e in excerpts)
+    # With nothing else handed (an external actor given only its endpoint) and the
+    # endpoint gone, the path itself is still searched.
+    (external.directory / "launch_message.json").unlink()
+    shutil.rmtree(external.endpoint.root)
+    verdict = checked(scan_run(builder.run_dir))
+    assert {where for attempt, where, _ in hits(verdict) if attempt == external.attempt_id} == {
+        "endpoint"
+    }
+    assert (external.attempt_id, "endpoint", "suite") in hits(verdict)
+    assert external.attempt_id in {u.attempt_id for u in verdict.unverifiable}
+    assert spawned.attempt_id not in {u.attempt_id for u in verdict.unverifiable}
+
+
+def test_only_outbox_and_the_endpoints_own_folders_are_handed(fast: RunBuilder) -> None:
+    for where in ("outbox", "outbox/obs-1.json", "outbox/.tmp/x", "inbox", "scratch"):
+        assert source_of(where) == "handed", where
+    for where in ("inbox/resp-1.json", "scratch/x", "notes.txt", "outboxes/x", "outbox.txt"):
+        assert source_of(where) == "actor_written", where
+    built = fast.attempt(fast.cases[0])
+    built.write("2031-01-02.txt", "an actor unconfined wrote beside its folders")
+    built.write("outbox/2031-01-02.txt", "")
+    verdict = checked(scan_run(fast.run_dir))
+    assert hits(verdict) == {(built.attempt_id, "outbox/2031-01-02.txt", "date")}
+    assert informed(verdict) == {(built.attempt_id, "2031-01-02.txt", "date")}
+
+
+# --- paths refused before any actor starts -----------------------------------------------
+
+LAUNCH_RUN_ID = "run-20261202T101010Z-abcd"
+
+
+@pytest.fixture(scope="module")
+def at_launch() -> Identifiers:
+    """What `mailroom launch` knows before any actor starts."""
+    return launch_identifiers(
+        run_id=LAUNCH_RUN_ID,
+        run_dir=Path("/srv/results") / LAUNCH_RUN_ID,
+        cases=build_plan("fast").to_cases(),
+        created_at="2026-12-02T10:10:10.000Z",
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "shown"),
+    [
+        (f"/tmp/{LAUNCH_RUN_ID}/mb", "run_id", LAUNCH_RUN_ID),
+        ("/tmp/libero_10_boxes", "suite", "libero_10"),
+        ("/tmp/libero_boxes", "benchmark", "libero"),
+        ("/tmp/mb-2026-12-02", "date", "2026-12-02"),
+        ("/tmp/mb-02.12.2026", "date", "02.12.2026"),  # the run's own day, written otherwise
+        ("/tmp/mb-1999-01-31", "date", "1999-01-31"),  # any date: a path is handed
+        ("/tmp/seed-20260907/mb", "seed", "20260907"),
+        ("/tmp/libero_10-t000-i00-o0-s20260907", "case_id", "libero_10-t000-i00-o0-s20260907"),
+        ("/srv/living_room_scene2/mb", "task_name", "living_room_scene2"),
+    ],
+)
+def test_a_mailbox_root_that_names_something_private_is_refused(
+    at_launch: Identifiers, path: str, kind: str, shown: str
+) -> None:
+    found: dict[str, str] = {k: e for k, e in path_disclosures(path, at_launch)}
+    assert kind in found, found
+    assert shown.lower() in found[kind].lower()
+    assert all(len(e) <= 200 for e in found.values())
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tmp/mailroom-mb-3f9a07c2e1d54b6a",
+        "/tmp/mailroom-k2x9_q7z",  # as `tempfile.mkdtemp(prefix="mailroom-")` names one
+        "/srv/mailboxes/run/7/endpoints",
+        "/home/alice/.cache/mailroom/mb",
+    ],
+)
+def test_a_neutral_mailbox_root_passes(at_launch: Identifiers, path: str) -> None:
+    assert path_disclosures(path, at_launch) == []
+    assert path_disclosures(Path(path), at_launch) == []
+
+
+def test_a_path_is_judged_in_the_order_the_audit_reports_each_kind_once(
+    at_launch: Identifiers,
+) -> None:
+    found = path_disclosures(f"/tmp/libero_10/{LAUNCH_RUN_ID}/2026-12-02/libero_90", at_launch)
+    assert [kind for kind, _ in found] == ["run_id", "benchmark", "suite", "date"]
+
+
+def test_a_relative_path_is_judged_where_it_leads_too(
+    at_launch: Identifiers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "libero_runs").mkdir()
+    monkeypatch.chdir(tmp_path / "libero_runs")
+    assert [kind for kind, _ in path_disclosures("mb", at_launch)] == ["benchmark"]
+    os.symlink(tmp_path / "libero_runs", tmp_path / "neutral")
+    assert [k for k, _ in path_disclosures(tmp_path / "neutral" / "mb", at_launch)] == ["benchmark"]
+
+
+def test_launch_identifiers_know_the_run_directory_and_today_by_default() -> None:
+    identifiers = launch_identifiers(
+        run_id="q3-alpha", run_dir=Path("/srv/vault-run-dir"), cases=build_plan("fast").to_cases()
+    )
+    assert [k for k, _ in path_disclosures("/tmp/vault-run-dir-mb", identifiers)] == [
+        "run_directory"
+    ]
+    now = datetime.now(UTC)
+    today = f"{now.day:02d}.{now.month:02d}.{now.year}"
+    assert [k for k, _ in path_disclosures(f"/tmp/mb-{today}", identifiers)] == ["date"]
 
 
 # --- short seeds and other numbers -------------------------------------------------------
@@ -677,10 +908,16 @@ def test_a_directory_without_a_manifest_is_not_a_run(base: Path) -> None:
 
 
 def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None:
-    fast.attempt(fast.cases[0]).write("scratch/x.txt", "libero")
+    fast.attempt(fast.cases[0]).write("scratch/x.txt", "libero_10 on 2026-12-02")
     document = scan_run(fast.run_dir).document()
     assert schema_errors(AUDIT_SCHEMA, document) == []
-    assert document["schema"] == "mailroom.audit/v1"
+    assert document["schema"] == "mailroom.audit/v2"
+    assert [x["identifier_kind"] for x in document["leaks"]] == ["suite"]
+    assert [x["source"] for x in document["leaks"]] == ["actor_written"]
+    assert {(x["kind"], x["source"]) for x in document["information"]} == {
+        ("benchmark", "actor_written"),
+        ("date", "actor_written"),
+    }
     lying = {**document, "clean": True}
     assert schema_errors(AUDIT_SCHEMA, lying) != []
     with pytest.raises(ValidationError):
@@ -689,6 +926,78 @@ def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None
     assert schema_errors(AUDIT_SCHEMA, long_excerpt) != []
     with pytest.raises(ValidationError):
         AuditVerdict.model_validate(long_excerpt)
+    # Information is never a leak, so it cannot be recorded as one.
+    date_leak = {**document["leaks"][0], "identifier_kind": "date"}
+    as_leak = {**document, "leaks": [date_leak]}
+    assert schema_errors(AUDIT_SCHEMA, as_leak) != []
+    with pytest.raises(ValidationError):
+        AuditVerdict.model_validate(as_leak)
+    handed = {**document, "leaks": [{**date_leak, "source": "handed"}]}
+    assert schema_errors(AUDIT_SCHEMA, handed) == []
+    AuditVerdict.model_validate(handed)
+
+
+V1_VERDICT: dict[str, Any] = {
+    "schema": "mailroom.audit/v1",
+    "run_id": "run-20260907T101500Z-5c2e",
+    "audited_at": "2026-09-08T09:00:00.000Z",
+    "attempts_scanned": 2,
+    "files_scanned": 20,
+    "unverifiable": [],
+    "leaks": [
+        {
+            "attempt_id": "libero_10-t000-i00-o0-s20260907-a1",
+            "where": "scratch/.claude.json",
+            "identifier_kind": "date",
+            "excerpt": '{"firstStartTime": "2026-09-07T10:16:02.311Z"}',
+        }
+    ],
+    "clean": False,
+}
+
+
+def test_a_v1_verdict_of_an_earlier_audit_and_a_v2_verdict_are_both_read(
+    fast: RunBuilder,
+) -> None:
+    fast.attempt(fast.cases[0]).write("scratch/n.txt", "LIBERO, 2026-12-02")
+    assert read_verdict(fast.run_dir) is None  # never audited
+    written = audit_run(fast.run_dir)
+    read = read_verdict(fast.run_dir)
+    assert read == written and read is not None and read.schema_ == AUDIT_SCHEMA
+    assert read.clean and len(read.information or []) == 2
+    # An audit.json an earlier version wrote: read as it is, and written back unchanged.
+    assert schema_errors(AUDIT_SCHEMA_V1, V1_VERDICT) == []
+    (fast.run_dir / AUDIT_FILE).write_text(json.dumps(V1_VERDICT))
+    old = read_verdict(fast.run_dir)
+    assert old is not None and old.schema_ == AUDIT_SCHEMA_V1
+    assert not old.clean and old.information is None
+    assert [(x.identifier_kind, x.source) for x in old.leaks] == [("date", None)]
+    assert old.document() == V1_VERDICT
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({**V1_VERDICT, "information": []}, "does not match mailroom.audit/v1"),
+        (
+            {**V1_VERDICT, "leaks": [{**V1_VERDICT["leaks"][0], "source": "actor_written"}]},
+            "does not match mailroom.audit/v1",
+        ),
+        ({**V1_VERDICT, "schema": "mailroom.audit/v2"}, "does not match mailroom.audit/v2"),
+        ({**V1_VERDICT, "schema": "mailroom.audit/v3"}, "is not an audit verdict"),
+        ([V1_VERDICT], "is not an audit verdict"),
+        ({**V1_VERDICT, "clean": True}, "does not match mailroom.audit/v1"),
+    ],
+)
+def test_an_audit_file_that_is_no_verdict_is_refused_by_its_reader(
+    fast: RunBuilder, document: object, message: str
+) -> None:
+    (fast.run_dir / AUDIT_FILE).write_text(json.dumps(document))
+    with pytest.raises(AuditError, match=message):
+        read_verdict(fast.run_dir)
+    (fast.run_dir / AUDIT_FILE).write_text("{not json")
+    with pytest.raises(AuditError, match="is not JSON"):
+        read_verdict(fast.run_dir)
 
 
 def test_a_few_thousand_files_are_all_audited(fast: RunBuilder) -> None:

@@ -19,8 +19,8 @@ from mailroom.orchestrator.catalog.plans import build_plan
 from test_audit import RunBuilder
 
 
-def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}  # rich wraps table cells to the terminal width
+def _run(*args: str | Path, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns)}  # rich wraps cells to the terminal width
     return subprocess.run(
         [mailroom_exe(), *map(str, args)], capture_output=True, text=True, timeout=120, env=env
     )
@@ -75,11 +75,74 @@ def test_audit_with_leaks_exits_6_and_lists_them(fast: RunBuilder) -> None:
     assert {(x["attempt_id"], x["where"]) for x in verdict["leaks"]} == {
         (attempt_id, "scratch/notes.md")
     }
-    assert {x["identifier_kind"] for x in verdict["leaks"]} == {"benchmark", "suite", "seed"}
+    assert {x["identifier_kind"] for x in verdict["leaks"]} == {"suite", "seed"}
+    assert {x["source"] for x in verdict["leaks"]} == {"actor_written"}
+    # The benchmark's name an actor wrote itself is information, listed apart.
+    assert [(x["where"], x["kind"]) for x in verdict["information"]] == [
+        ("scratch/notes.md", "benchmark")
+    ]
     human = _run("audit", fast.run_dir)
     assert human.returncode == 6
     assert attempt_id in human.stderr and "scratch/notes.md" in human.stderr
-    assert _events(fast.run_dir, "audited")[-1]["leaks"] == 3
+    assert "2 leaks" in human.stderr and "1 information finding" in human.stderr
+    event = _events(fast.run_dir, "audited")[-1]
+    assert (event["leaks"], event["information"]) == (2, 1)
+
+
+def _endpoint(fast: RunBuilder, attempt_id: str) -> Path:
+    mapping = json.loads((fast.run.episode_dir(attempt_id) / "endpoint.json").read_text())
+    return Path(mapping["endpoint"])
+
+
+def _table_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line[:1] in set("┏┃┡│└━┗╇")]
+
+
+def test_audit_with_only_information_exits_0_and_shows_it_apart(fast: RunBuilder) -> None:
+    """What agent CLIs write themselves: today's date in their state, their guess of the
+    benchmark in their notes. Every name and excerpt shows as written, never as markup."""
+    today = fast.manifest["volatile"]["created_at"]
+    first, second = (fast.cases[i].attempt_id(1) for i in (0, 1))
+    for attempt_id in (first, second):
+        state = json.dumps({"firstStartTime": today, "userID": "0" * 64})
+        (_endpoint(fast, attempt_id) / "scratch" / ".claude.json").write_text(state)
+    (_endpoint(fast, first) / "scratch" / "[b]x.md").write_text("[red]LIBERO[/red] scene")
+    proc = _run("audit", fast.run_dir, "--json")
+    assert proc.returncode == 0, proc.stderr
+    verdict = _json(proc)
+    assert schema_errors(AUDIT_SCHEMA, verdict) == []
+    assert verdict["clean"] is True and verdict["leaks"] == [] and verdict["unverifiable"] == []
+    assert sorted((x["attempt_id"], x["where"], x["kind"]) for x in verdict["information"]) == [
+        (first, "scratch/.claude.json", "date"),
+        (first, "scratch/[b]x.md", "benchmark"),
+        (second, "scratch/.claude.json", "date"),
+    ]
+    assert json.loads((fast.run_dir / "audit.json").read_text()) == verdict
+    human = _run("audit", fast.run_dir)
+    assert human.returncode == 0 and human.stdout == ""
+    assert "information" in human.stderr and "clean" in human.stderr
+    assert "[b]x.md" in human.stderr and "[red]LIBERO[/red]" in human.stderr
+    assert "3 information findings in 2 attempts" in human.stderr
+    assert "beyond what it can know untold" in human.stderr
+    table = _table_lines(human.stderr)
+    assert table and all(len(line) <= 80 for line in table)  # even on a 200-column terminal
+    # One row per place: the state file of both attempts is one row.
+    assert sum(".claude.json" in line for line in table) == 1
+    narrow = _run("audit", fast.run_dir, columns=80)
+    assert narrow.returncode == 0
+    assert all(len(line) <= 80 for line in narrow.stderr.splitlines())
+
+
+def test_a_date_handed_to_the_actor_fails_the_audit(fast: RunBuilder) -> None:
+    attempt_id = fast.cases[0].attempt_id(1)
+    day = fast.manifest["volatile"]["created_at"][:10]
+    (_endpoint(fast, attempt_id) / "outbox" / f"frame-{day}.txt").write_text("")
+    proc = _run("audit", fast.run_dir, "--json")
+    assert proc.returncode == 6, proc.stderr
+    leaks = _json(proc)["leaks"]
+    assert [(x["where"], x["identifier_kind"], x["source"]) for x in leaks] == [
+        (f"outbox/frame-{day}.txt", "date", "handed")
+    ]
 
 
 def test_audit_with_a_vanished_endpoint_and_no_leak_exits_4(fast: RunBuilder) -> None:

@@ -17,6 +17,7 @@ from mailroom.mailbox.messages import Closed, Observation, Response, from_json
 from mailroom.mailbox.parser import decode_document
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.audit.scan import AuditVerdict
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
@@ -422,6 +423,138 @@ DIAGNOSTICS_INVALID = _mutated(
     },
 )
 
+# --- audit verdict -------------------------------------------------------------------
+
+LEAK: Doc = {
+    "attempt_id": "libero_10-t000-i00-o0-s20260907-a1",
+    "where": "scratch/notes.md",
+    "identifier_kind": "suite",
+    "excerpt": "this is libero_10",
+    "source": "actor_written",
+}
+INFORMATION: Doc = {
+    "attempt_id": "libero_10-t000-i00-o0-s20260907-a1",
+    "where": "scratch/.claude.json",
+    "kind": "date",
+    "excerpt": '{"firstStartTime": "2026-12-02T10:10:10.000Z"}',
+    "source": "actor_written",
+}
+UNVERIFIABLE: Doc = {"attempt_id": "a-1", "reason": "endpoint directory /tmp/x is gone"}
+AUDIT: Doc = {
+    "schema": "mailroom.audit/v2",
+    "run_id": "run-20261202T101010Z-abcd",
+    "audited_at": "2026-12-02T18:00:00.000Z",
+    "attempts_scanned": 2,
+    "files_scanned": 20,
+    "unverifiable": [],
+    "leaks": [LEAK],
+    "information": [INFORMATION],
+    "clean": False,
+}
+
+
+def _clean(doc: Doc) -> None:
+    doc["leaks"] = []
+    doc["clean"] = True
+
+
+def _clean_without_anything(doc: Doc) -> None:
+    _clean(doc)
+    doc["information"] = []
+
+
+AUDIT_VALID = [
+    ("base", AUDIT),
+    *_mutated(
+        AUDIT,
+        {
+            "clean_with_information": _clean,
+            "clean_without_anything": _clean_without_anything,
+            "unverifiable_only": lambda d: d.update(leaks=[], unverifiable=[UNVERIFIABLE]),
+            "no_information": _set("information", []),
+            "benchmark_information": _set("information.0.kind", "benchmark"),
+            "handed_date": _set("leaks.0", {**LEAK, "identifier_kind": "date", "source": "handed"}),
+            "handed_benchmark": _set(
+                "leaks.0", {**LEAK, "identifier_kind": "benchmark", "source": "handed"}
+            ),
+            "endpoint_path": _set("leaks.0", {**LEAK, "where": "endpoint", "source": "handed"}),
+            "no_files": _set("files_scanned", 0),
+        },
+    ),
+]
+AUDIT_INVALID = _mutated(
+    AUDIT,
+    {f"missing_{key}": _set(key, DELETE) for key in AUDIT}
+    | {
+        "clean_with_leaks": _set("clean", True),
+        "not_clean_with_information_only": _set("leaks", []),
+        "actor_written_date_leak": _set("leaks.0.identifier_kind", "date"),
+        "actor_written_benchmark_leak": _set("leaks.0.identifier_kind", "benchmark"),
+        "leak_without_source": _set("leaks.0.source", DELETE),
+        "leak_source_null": _set("leaks.0.source", None),
+        "leak_source_other": _set("leaks.0.source", "evaluator"),
+        "leak_kind_other": _set("leaks.0.identifier_kind", "weather"),
+        "information_handed": _set("information.0.source", "handed"),
+        "information_without_source": _set("information.0.source", DELETE),
+        "information_of_a_suite": _set("information.0.kind", "suite"),
+        "information_null": _set("information", None),
+        "information_kind_as_identifier_kind": lambda d: d["information"][0].update(
+            identifier_kind=d["information"][0].pop("kind")
+        ),
+        "information_extra": _set("information.0.clean", True),
+        "information_long_excerpt": _set("information.0.excerpt", "x" * 201),
+        "information_empty_where": _set("information.0.where", ""),
+        "leak_long_where": _set("leaks.0.where", "x" * 1001),
+        "leak_long_attempt": _set("leaks.0.attempt_id", "a" * 301),
+        "unverifiable_empty_reason": lambda d: d.update(
+            unverifiable=[{**UNVERIFIABLE, "reason": ""}]
+        ),
+        "as_v1": _set("schema", "mailroom.audit/v1"),
+        "as_v3": _set("schema", "mailroom.audit/v3"),
+        "audited_at_not_a_date_time": _set("audited_at", "yesterday"),
+        "negative_files": _set("files_scanned", -1),
+        "float_attempts": _set("attempts_scanned", 2.0),
+        "empty_run_id": _set("run_id", ""),
+        "extra": _set("verdict", "ok"),
+    },
+)
+
+
+def _audit_v1(doc: Doc) -> None:
+    doc["schema"] = "mailroom.audit/v1"
+    del doc["information"]
+    for leak in doc["leaks"]:
+        del leak["source"]
+
+
+# Verdicts of audits before v2 (no information, a leak without its source): still read.
+AUDIT_V1 = _mutated(AUDIT, {"v1": _audit_v1})[0][1]
+AUDIT_V1_VALID = [
+    ("base", AUDIT_V1),
+    *_mutated(
+        AUDIT_V1,
+        {
+            "clean": _clean,
+            "unverifiable_only": lambda d: d.update(leaks=[], unverifiable=[UNVERIFIABLE]),
+            # Before v2, what an actor wrote itself was judged like what it was handed.
+            "actor_written_date": _set("leaks.0.identifier_kind", "date"),
+        },
+    ),
+]
+AUDIT_V1_INVALID = _mutated(
+    AUDIT_V1,
+    {
+        "with_information": _set("information", []),
+        "with_information_null": _set("information", None),
+        "leak_with_source": _set("leaks.0.source", "actor_written"),
+        "leak_with_source_null": _set("leaks.0.source", None),
+        "as_v2": _set("schema", "mailroom.audit/v2"),
+        "clean_with_leaks": _set("clean", True),
+        "audited_at_not_a_date_time": _set("audited_at", "yesterday"),
+        "missing_leaks": _set("leaks", DELETE),
+    },
+)
+
 KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
@@ -430,6 +563,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
     "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
     "diagnostics": ("mailroom.diagnostics/v1", AttemptDiagnostics),
+    "audit": ("mailroom.audit/v2", AuditVerdict),
+    "audit_v1": ("mailroom.audit/v1", AuditVerdict),
 }
 EXAMPLES: list[tuple[str, str, object, bool]] = [
     (kind, name, doc, ok)
@@ -441,6 +576,8 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
         ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
         ("diagnostics", DIAGNOSTICS_VALID, DIAGNOSTICS_INVALID),
+        ("audit", AUDIT_VALID, AUDIT_INVALID),
+        ("audit_v1", AUDIT_V1_VALID, AUDIT_V1_INVALID),
     )
     for examples, ok in ((valid, True), (invalid, False))
     for name, doc in examples

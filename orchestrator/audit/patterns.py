@@ -5,6 +5,13 @@ frozen catalog: the run's own names, case ids, benchmark, suite and task names, 
 files, seeds, initial-state indices, keys that name them, and dates. `scan.py` decides
 what an actor could read; this module says, for any text, which of these it names.
 
+Where a text comes from decides how a find is judged. What the evaluator HANDS an actor
+(argv, environment, instructions, its endpoint's path, everything under `outbox/`) must
+name nothing private. What an actor WRITES itself (under `inbox/` and `scratch/`, and
+anything else under its endpoint) is judged by what it could know without being told:
+any date (its model provider tells it today's) and the benchmark's public name (it may
+recognise LIBERO's public scenes) are information, never a leak; every other kind fails.
+
 Matching is by whole tokens, so that a seed 7 is not found inside 0.7, and a seed or a
 date is not found inside a hex string (a request id, a token, a hash) either: its
 neighbours are letters or digits. Hex strings are not skipped wholesale, because a run
@@ -14,17 +21,19 @@ instruction: it is public, delivered on purpose.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry, load_catalog
 from mailroom.orchestrator.catalog.para import ParaEntry
 from mailroom.orchestrator.catalog.plus_frozen import PlusEntry
+from mailroom.timestamps import utc_timestamp
 
 IdentifierKind = Literal[
     "run_id",
@@ -39,6 +48,12 @@ IdentifierKind = Literal[
     "private_key",
     "date",
 ]
+# Where a text an actor could read comes from: the evaluator, or the actor itself.
+Source = Literal["handed", "actor_written"]
+# What an actor can know untold, so may write itself: a date, and the benchmark's name.
+InformationKind = Literal["benchmark", "date"]
+_UNTOLD: dict[IdentifierKind, InformationKind] = {"benchmark": "benchmark", "date": "date"}
+KNOWABLE_UNTOLD: frozenset[IdentifierKind] = frozenset(_UNTOLD)
 MAX_EXCERPT = 200
 # Seeds this long are searched as whole numbers anywhere; shorter ones only next to "seed".
 WHOLE_NUMBER_SEED_DIGITS = 5
@@ -212,9 +227,23 @@ class Identifiers:
                     and _words(lowered[start:end]) == public_words
                 ):
                     continue
+                # A key of its own that names nothing but the benchmark says no more than
+                # the benchmark's name, which the benchmark rule reports on its own.
+                if (
+                    rule.kind == "private_key"
+                    and actor_written
+                    and set(_PRIVATE_KEY_WORD.findall(lowered, start, end)) == {"libero"}
+                ):
+                    continue
                 found.add(rule.kind)
                 yield rule.kind, excerpt(text, start, end)
                 break
+
+
+def information_kind(kind: IdentifierKind, source: Source) -> InformationKind | None:
+    """The kind of information a find is (reported, never failing), or None for a leak:
+    only what an actor wrote itself and could know untold is information."""
+    return _UNTOLD.get(kind) if source == "actor_written" else None
 
 
 def build_identifiers(
@@ -279,3 +308,59 @@ def excerpt(text: str, start: int, end: int) -> str:
     a, b = max(0, start - context), min(len(text), end + context)
     body = _BLANKS.sub(" ", text[a:b])
     return (("..." if a > 0 else "") + body + ("..." if b < len(text) else ""))[:MAX_EXCERPT]
+
+
+def run_identifiers(
+    *,
+    run_id: str,
+    run_dir: Path,
+    cases: Iterable[Case],
+    case_ids: Iterable[str] = (),
+    created_at: str | None,
+) -> Identifiers:
+    """The identifiers of a run: its id, its directory's name where that differs, its
+    cases (each case's id among them) and the date it was created."""
+    cases = list(cases)
+    run_names: dict[IdentifierKind, str] = {"run_id": run_id}
+    directory = run_dir.resolve().name
+    if directory.lower() != run_id.lower():
+        run_names["run_directory"] = directory
+    return build_identifiers(
+        run_names=run_names,
+        cases=cases,
+        case_ids={c.case_id for c in cases} | set(case_ids),
+        created_at=created_at,
+    )
+
+
+def launch_identifiers(
+    *, run_id: str, run_dir: Path, cases: Iterable[Case], created_at: str | None = None
+) -> Identifiers:
+    """What a launch knows before any actor starts: the run's id and directory, the
+    plan's cases, and the run's creation time (default: now)."""
+    return run_identifiers(
+        run_id=run_id,
+        run_dir=run_dir,
+        cases=cases,
+        created_at=utc_timestamp() if created_at is None else created_at,
+    )
+
+
+def path_disclosures(
+    path: str | os.PathLike[str], identifiers: Identifiers
+) -> list[tuple[IdentifierKind, str]]:
+    """The private identifiers a path names, each kind once with an excerpt, in the
+    audit's reporting order; empty when the path may be handed to an actor.
+
+    A mailbox root and every endpoint under it are handed to actors, so the path is
+    judged as handed text: a date or the benchmark's name counts too. The path is read
+    as given and as the absolute path it resolves to (an actor may see either).
+    """
+    given = os.fspath(path)
+    forms = dict.fromkeys((given, os.path.realpath(given)))
+    found: dict[IdentifierKind, str] = {}
+    for text in forms:
+        for kind, shown in identifiers.find(text, instruction=None, actor_written=False):
+            found.setdefault(kind, shown)
+    order = {kind: i for i, kind in enumerate(get_args(IdentifierKind))}
+    return sorted(found.items(), key=lambda item: order[item[0]])

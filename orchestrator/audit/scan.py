@@ -1,10 +1,14 @@
 """The blinding audit: search everything an actor of a run could read for private names.
 
-Per attempt, an actor could read every name and file under its endpoint directory (what
-the orchestrator published and what the actor wrote itself), the rendered instructions
-it was handed, and its own argv and environment. What counts as private, and how it is
-found in a text, is `patterns.py`; here is where an actor could have read it, and the
-verdict.
+Per attempt, an actor could read every name and file under its endpoint directory, the
+endpoint's own path, the rendered instructions it was handed, and its own argv and
+environment. All of that is HANDED to it except what it wrote itself: names and files
+under `inbox/` and `scratch/`, and anything else under the endpoint that is not under
+`outbox/` (the orchestrator publishes nothing elsewhere). What counts as private, how it
+is found in a text and how a find is judged by where it comes from is `patterns.py`;
+here is where an actor could have read it, and the verdict (`mailroom.audit/v2`: every
+find says where it came from; a date or the benchmark's name an actor wrote itself is
+information, never a leak). A v1 verdict of an earlier audit still reads.
 """
 
 from __future__ import annotations
@@ -20,24 +24,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from mailroom.mailbox.held_directories import SUBDIRS
+from mailroom.mailbox.messages import from_json
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.process import scrubbed_environment
 from mailroom.orchestrator.audit.patterns import (
+    KNOWABLE_UNTOLD,
     MAX_EXCERPT,
     IdentifierKind,
     Identifiers,
-    build_identifiers,
+    InformationKind,
+    Source,
+    information_kind,
+    run_identifiers,
 )
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
 from mailroom.orchestrator.episode.evidence import EVENTS_FILE
+from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
-AUDIT_SCHEMA: Literal["mailroom.audit/v1"] = "mailroom.audit/v1"
+AUDIT_SCHEMA_V1: Literal["mailroom.audit/v1"] = "mailroom.audit/v1"
+AUDIT_SCHEMA: Literal["mailroom.audit/v2"] = "mailroom.audit/v2"
+AUDIT_SCHEMAS = (AUDIT_SCHEMA_V1, AUDIT_SCHEMA)
 AUDIT_FILE = "audit.json"
 
 MAX_WHERE = 1000
@@ -47,6 +68,7 @@ CHUNK_OVERLAP = 4096  # longer than any identifier with its context
 MAX_PNG_TEXT = 1 << 20
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MAX_SCAN_DEPTH = 64  # folders under an endpoint; deeper is unverifiable
+ENDPOINT_PATH = "endpoint"  # where a find in the endpoint's own path is reported
 _ARGV_IN_REPR = re.compile(r"argv=(\[.*\])\)\s*$", re.DOTALL)
 
 
@@ -65,11 +87,29 @@ class _Strict(BaseModel):
 AttemptId = Annotated[str, Field(min_length=1, max_length=300)]
 
 
+Where = Annotated[str, Field(min_length=1, max_length=MAX_WHERE)]
+Excerpt = Annotated[str, Field(max_length=MAX_EXCERPT)]
+
+
 class Leak(_Strict):
+    """One kind of private identifier, first found in one place an actor could read."""
+
     attempt_id: AttemptId
-    where: Annotated[str, Field(min_length=1, max_length=MAX_WHERE)]
+    where: Where
     identifier_kind: IdentifierKind
-    excerpt: Annotated[str, Field(max_length=MAX_EXCERPT)]
+    excerpt: Excerpt
+    # Every v2 leak says where its text came from; a v1 leak has no such field.
+    source: Source | None = None
+
+
+class Information(_Strict):
+    """A date or the benchmark's name an actor wrote itself: reported, never failing."""
+
+    attempt_id: AttemptId
+    where: Where
+    kind: InformationKind
+    excerpt: Excerpt
+    source: Literal["actor_written"]
 
 
 class Unverifiable(_Strict):
@@ -78,15 +118,20 @@ class Unverifiable(_Strict):
 
 
 class AuditVerdict(_Strict):
+    """A verdict as `mailroom audit` writes it (v2), or as an earlier audit wrote it (v1:
+    no `information`, no leak's `source`)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    schema_: Literal["mailroom.audit/v1"] = Field(default=AUDIT_SCHEMA, alias="schema")
+    # No default: on the wire, as in the frozen schemas, a verdict names its version.
+    schema_: Literal["mailroom.audit/v1", "mailroom.audit/v2"] = Field(alias="schema")
     run_id: Annotated[str, Field(min_length=1)]
-    audited_at: str
+    audited_at: Timestamp
     attempts_scanned: Annotated[int, Field(ge=0)]
     files_scanned: Annotated[int, Field(ge=0)]
     unverifiable: list[Unverifiable]
     leaks: list[Leak]
+    information: list[Information] | None = None
     clean: bool
 
     @model_validator(mode="after")
@@ -94,6 +139,35 @@ class AuditVerdict(_Strict):
         if self.clean != (not self.leaks and not self.unverifiable):
             raise ValueError("clean is true exactly when nothing leaked or was unverifiable")
         return self
+
+    @model_validator(mode="after")
+    def _fields_by_version(self) -> AuditVerdict:
+        if self.schema_ == AUDIT_SCHEMA_V1:
+            if "information" in self.model_fields_set or any(
+                "source" in leak.model_fields_set for leak in self.leaks
+            ):
+                raise ValueError("a v1 verdict has no information and no leak source")
+            return self
+        if self.information is None:
+            raise ValueError("a v2 verdict lists its information, if only as []")
+        for leak in self.leaks:
+            if leak.source is None:
+                raise ValueError("every leak of a v2 verdict says where its text came from")
+            if leak.source == "actor_written" and leak.identifier_kind in KNOWABLE_UNTOLD:
+                raise ValueError(
+                    f"a {leak.identifier_kind} an actor wrote itself is information, not a leak"
+                )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _as_its_version(self, handler: SerializerFunctionWrapHandler) -> object:
+        data = handler(self)
+        if isinstance(data, dict) and self.schema_ == AUDIT_SCHEMA_V1:
+            data.pop("information", None)
+            for leak in data.get("leaks", []):
+                if isinstance(leak, dict):
+                    leak.pop("source", None)
+        return data
 
     def document(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
@@ -104,18 +178,34 @@ class AuditVerdict(_Strict):
 
 @dataclass
 class _Findings:
-    leaks: dict[tuple[str, str, IdentifierKind], Leak] = field(default_factory=dict)
+    leaks: dict[tuple[str, str, Source, IdentifierKind], Leak] = field(default_factory=dict)
+    information: dict[tuple[str, str, InformationKind], Information] = field(default_factory=dict)
     unverifiable: list[Unverifiable] = field(default_factory=list)
     files: int = 0
 
-    def leak(self, attempt_id: str, where: str, kind: IdentifierKind, text: str) -> None:
-        key = (attempt_id, where, kind)
-        if key not in self.leaks:
-            self.leaks[key] = Leak(
-                attempt_id=attempt_id[:300],
-                where=where[:MAX_WHERE],
+    def found(
+        self, attempt_id: str, where: str, kind: IdentifierKind, text: str, source: Source
+    ) -> None:
+        """A leak, or information where the actor wrote what it could know untold."""
+        attempt_id, where = attempt_id[:300], where[:MAX_WHERE]
+        untold = information_kind(kind, source)
+        if untold is not None:
+            key = (attempt_id, where, untold)
+            if key not in self.information:
+                self.information[key] = Information(
+                    attempt_id=attempt_id,
+                    where=where,
+                    kind=untold,
+                    excerpt=text,
+                    source="actor_written",
+                )
+        elif (attempt_id, where, source, kind) not in self.leaks:
+            self.leaks[attempt_id, where, source, kind] = Leak(
+                attempt_id=attempt_id,
+                where=where,
                 identifier_kind=kind,
                 excerpt=text,
+                source=source,
             )
 
     def cannot_verify(self, attempt_id: str, reason: str) -> None:
@@ -129,11 +219,20 @@ class _Scan:
     instruction: str | None
     findings: _Findings
 
-    def text(self, where: str, text: str, *, actor_written: bool) -> None:
+    def text(self, where: str, text: str, *, source: Source) -> None:
         for kind, shown in self.identifiers.find(
-            text, instruction=self.instruction, actor_written=actor_written
+            text, instruction=self.instruction, actor_written=source == "actor_written"
         ):
-            self.findings.leak(self.attempt_id, where, kind, shown)
+            self.findings.found(self.attempt_id, where, kind, shown, source)
+
+
+def source_of(where: str) -> Source:
+    """Who put a name under an endpoint there: everything under `outbox/`, and the
+    endpoint's own folders, are the orchestrator's; the rest is the actor's."""
+    top, slash, _ = where.partition("/")
+    if top == "outbox" or (not slash and top in SUBDIRS):
+        return "handed"
+    return "actor_written"
 
 
 def _chunks(fd: int) -> Iterator[str]:
@@ -171,17 +270,17 @@ def _png_text(fd: int) -> str:
     return "\n".join(t.decode("utf-8", errors="replace") for t in texts)
 
 
-def _scan_file(scan: _Scan, dir_fd: int, name: str, where: str, actor_written: bool) -> None:
+def _scan_file(scan: _Scan, dir_fd: int, name: str, where: str, source: Source) -> None:
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     fd = os.open(name, flags, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return  # replaced by something else since it was listed: its name was seen
         if os.pread(fd, len(PNG_MAGIC), 0) == PNG_MAGIC:
-            scan.text(where, _png_text(fd), actor_written=actor_written)
+            scan.text(where, _png_text(fd), source=source)
             return
         for chunk in _chunks(fd):
-            scan.text(where, chunk, actor_written=actor_written)
+            scan.text(where, chunk, source=source)
     finally:
         os.close(fd)
 
@@ -223,8 +322,8 @@ def _scan_folder(scan: _Scan, dir_fd: int, relative: str, depth: int) -> None:
         for entry in entries:
             shown = shown_name(entry.name)
             where = f"{relative}/{shown}" if relative else shown
-            actor_written = where.split("/", 1)[0] != "outbox"
-            scan.text(where, shown, actor_written=actor_written)
+            source = source_of(where)
+            scan.text(where, shown, source=source)
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if depth + 1 > MAX_SCAN_DEPTH:
@@ -238,9 +337,9 @@ def _scan_folder(scan: _Scan, dir_fd: int, relative: str, depth: int) -> None:
                 scan.findings.files += 1
                 if entry.is_symlink():
                     target = os.readlink(entry.name, dir_fd=dir_fd)
-                    scan.text(where, shown_name(target), actor_written=actor_written)
+                    scan.text(where, shown_name(target), source=source)
                 elif entry.is_file(follow_symlinks=False):
-                    _scan_file(scan, dir_fd, entry.name, where, actor_written)
+                    _scan_file(scan, dir_fd, entry.name, where, source)
             except OSError as exc:
                 scan.findings.cannot_verify(
                     scan.attempt_id, f"cannot read {where}: {exc.strerror or exc}"
@@ -339,7 +438,7 @@ def _audit_attempt(attempt: _Attempt, identifiers: Identifiers, findings: _Findi
     launch = record.directory / "launch_message.json"
     try:
         instructions = _read_json(launch)["instructions"]
-        scan.text("instructions", str(instructions), actor_written=False)
+        scan.text("instructions", str(instructions), source="handed")
     except FileNotFoundError:
         if attempt.endpoint is not None:
             findings.cannot_verify(record.attempt_id, "no launch_message.json recorded")
@@ -347,14 +446,17 @@ def _audit_attempt(attempt: _Attempt, identifiers: Identifiers, findings: _Findi
         findings.cannot_verify(record.attempt_id, f"launch_message.json is unreadable: {exc}")
     started = _actor_started(record.directory)
     if started is not None:
-        scan.text("argv", _argv_text(started), actor_written=False)
+        scan.text("argv", _argv_text(started), source="handed")
         env = _env_text(started, attempt.endpoint)
         if env is not None:
-            scan.text("env", env, actor_written=False)
+            scan.text("env", env, source="handed")
     handed_out = launch.exists() or started is not None
     if attempt.problem is not None and (handed_out or attempt.mapped):
         findings.cannot_verify(record.attempt_id, attempt.problem)
     elif attempt.endpoint is not None:
+        # The path itself is handed (in the instructions, or as an external actor's
+        # launch message, or its working folder), whatever else was.
+        scan.text(ENDPOINT_PATH, str(attempt.endpoint), source="handed")
         if attempt.endpoint.is_dir() and not attempt.endpoint.is_symlink():
             _scan_endpoint(scan, attempt.endpoint)
         else:
@@ -382,11 +484,9 @@ def scan_run(run_dir: Path) -> AuditVerdict:
     cases = list(plan_cases.values()) + [a.case for a in attempts if a.case is not None]
     case_ids = set(plan_cases) | {r.case_id for r in records}
     volatile = manifest.get("volatile")
-    run_names: dict[IdentifierKind, str] = {"run_id": run_id}
-    if run_dir.resolve().name.lower() != run_id.lower():
-        run_names["run_directory"] = run_dir.resolve().name
-    identifiers = build_identifiers(
-        run_names=run_names,
+    identifiers = run_identifiers(
+        run_id=run_id,
+        run_dir=run_dir,
         cases=cases,
         case_ids=case_ids,
         created_at=volatile.get("created_at") if isinstance(volatile, dict) else None,
@@ -395,13 +495,16 @@ def scan_run(run_dir: Path) -> AuditVerdict:
     for attempt in attempts:
         _audit_attempt(attempt, identifiers, findings)
     leaks = sorted(findings.leaks.values(), key=lambda x: (x.attempt_id, x.where))
+    information = sorted(findings.information.values(), key=lambda x: (x.attempt_id, x.where))
     return AuditVerdict(
+        schema_=AUDIT_SCHEMA,
         run_id=run_id,
         audited_at=utc_timestamp(),
         attempts_scanned=len(attempts),
         files_scanned=findings.files,
         unverifiable=findings.unverifiable,
         leaks=leaks,
+        information=information,
         clean=not leaks and not findings.unverifiable,
     )
 
@@ -409,16 +512,43 @@ def scan_run(run_dir: Path) -> AuditVerdict:
 def record_verdict(run: RunDirectory, verdict: AuditVerdict) -> None:
     """`RUN/audit.json` (the latest audit, written atomically) and an `audited` event."""
     document = verdict.document()
-    errors = schema_errors(AUDIT_SCHEMA, document)
+    errors = schema_errors(verdict.schema_, document)
     if errors:
-        raise ValueError(f"audit verdict does not match {AUDIT_SCHEMA}: {errors[0]}")
+        raise ValueError(f"audit verdict does not match {verdict.schema_}: {errors[0]}")
     publish_json(run.root / AUDIT_FILE, document)
     run.event(
         "audited",
         clean=verdict.clean,
         leaks=len(verdict.leaks),
         unverifiable=len(verdict.unverifiable),
+        information=len(verdict.information or []),
     )
+
+
+def read_verdict(run_dir: Path) -> AuditVerdict | None:
+    """The run's latest recorded verdict, v1 (an earlier audit) or v2; None when the run
+    was never audited. A file that is neither is an `AuditError`."""
+    path = run_dir / AUDIT_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AuditError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:
+        raise AuditError(f"{path} is not JSON: {exc}") from exc
+    kind = document.get("schema") if isinstance(document, dict) else None
+    if kind not in AUDIT_SCHEMAS:
+        raise AuditError(f"{path} is not an audit verdict ({', '.join(AUDIT_SCHEMAS)})")
+    errors = schema_errors(str(kind), document)
+    if errors:
+        raise AuditError(f"{path} does not match {kind}: {errors[0]}")
+    try:
+        return from_json(AuditVerdict, raw)
+    except ValidationError as exc:
+        raise AuditError(f"{path} does not match {kind}: {exc}") from exc
 
 
 def audit_run(run_dir: Path) -> AuditVerdict:
