@@ -258,3 +258,22 @@ def test_a_script_whose_interpreter_is_missing_inside_is_refused(open_folder: Pa
             ["agent"],
             confinement=ConfinementSettings(mode="sandbox", read_only_paths=(str(open_folder),)),
         )
+
+
+@pytest.mark.parametrize(
+    ("folder", "kind"),
+    [("libero_10_boxes", "suite"), ("mb-2026-12-02", "date"), ("run-of-mine", "run id")],
+)
+def test_a_mailbox_root_naming_a_private_word_is_refused_before_anything_exists(
+    tmp_path: Path, open_folder: Path, folder: str, kind: str
+) -> None:
+    plan = cli_plan(tmp_path / "plan.json", "fast")
+    root = open_folder / folder
+    refused = run_cli(
+        *("launch", str(plan), "--profile", "scripted_diagnostic"),
+        *("--run-dir", str(tmp_path / "run-of-mine"), "--mailbox-root", str(root)),
+    )
+    assert refused.returncode == 2, refused.stderr
+    flat = " ".join(refused.stderr.split())
+    assert "names what an actor must not learn" in flat and kind in flat
+    assert not (tmp_path / "run-of-mine").exists() and not root.exists()

@@ -37,6 +37,7 @@ from mailroom.orchestrator.campaign.admission import (
 )
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
 from mailroom.orchestrator.catalog.cases import attempt_id_of
+from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
     EXIT_CONFLICT,
@@ -265,6 +266,7 @@ def _execute(
         refuse_nesting(run_dir, mailbox_root)
     except NestedDirectoriesError as exc:
         raise click.UsageError(str(exc)) from exc
+    refuse_private_mailbox_root(run_dir, mailbox_root, plan)
     limits = profile.profile.limits
     chosen = _executor(executor, ray_address, workers, slots)
     request = CampaignRequest(
@@ -328,6 +330,33 @@ def _execute(
         print_report(report)
         console.print(f"run directory (private): {run_dir}")
     sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
+
+
+def refuse_private_mailbox_root(run_dir: Path, mailbox_root: Path, plan: Plan) -> None:
+    """Every endpoint path lies under the mailbox root and is handed to an actor: a root
+    whose path names the run, a suite, a task, a seed or a date is refused (exit 2)
+    before anything is made, naming the word."""
+    from mailroom.orchestrator.audit.patterns import launch_identifiers, path_disclosures
+    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+
+    run = RunDirectory(run_dir)
+    manifest = run.read_manifest() if run.exists() else None
+    identifiers = launch_identifiers(
+        run_id=str(manifest["run_id"]) if manifest else run_dir.resolve().name,
+        run_dir=run_dir,
+        cases=plan.to_cases(),
+        created_at=str(manifest["volatile"]["created_at"]) if manifest else None,
+    )
+    found = path_disclosures(mailbox_root, identifiers)
+    if found:
+        named = "; ".join(f"{kind.replace('_', ' ')} in {shown!r}" for kind, shown in found)
+        _refuse(
+            ConfinementError(
+                f"the mailbox root {mailbox_root} is part of every endpoint path an actor is "
+                f"handed, and it names what an actor must not learn ({named}): choose "
+                "another --mailbox-root (the default is a fresh random folder)"
+            )
+        )
 
 
 def recorded_profile(manifest: dict[str, Any], folder: Path | None) -> LoadedProfile:
