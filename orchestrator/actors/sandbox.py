@@ -291,7 +291,9 @@ def refuse_unreachable(path: Path, what: str, *, read: bool = True) -> None:
         )
 
 
-INSTALLATION_INSIDE = Path("/opt/agent-clis")
+# Under a folder named node_modules, as npm laid it out: launchers look for their native
+# binaries there.
+INSTALLATION_INSIDE = Path("/opt/agent-clis/node_modules")
 # Folders of a declared path that hold programs, and so go on the actor's PATH: the
 # folder itself, bin/, and npm's .bin/.
 PROGRAM_FOLDERS = (".", "bin", ".bin")
