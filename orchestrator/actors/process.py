@@ -194,6 +194,7 @@ class ActorProcess:
         except BrokenPipeError:
             pass  # an actor that exits at once is judged by what it wrote, not here
         self.leftover_processes: int | None = None
+        self.exited_by_itself: bool | None = None
 
     def description(self) -> dict[str, object]:
         """What the actor was given; passed-through values are never written."""
@@ -217,7 +218,7 @@ class ActorProcess:
     def alive(self) -> bool:
         return self._proc.poll() is None
 
-    def stop(self, grace_s: float = 2.0, exit_window_s: float = 1.0) -> int:
+    def stop(self, grace_s: float = 2.0, exit_window_s: float | None = None) -> int:
         """End the actor's whole process group (for a sandbox: its pid namespace, with
         every process in it); returns its exit status.
 
@@ -225,8 +226,10 @@ class ActorProcess:
         (and flush its output); bubblewrap does not pass SIGTERM on, so a sandboxed
         actor still running then is killed outright.
         """
+        window = self.limits.exit_window_s if exit_window_s is None else exit_window_s
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self._proc.wait(timeout=exit_window_s)
+            self._proc.wait(timeout=window)
+        self.exited_by_itself = self._proc.poll() is not None
         if self._proc.poll() is None:
             self._signal_group(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -240,10 +243,12 @@ class ActorProcess:
         return status
 
     def stop_details(self) -> dict[str, object]:
-        """The kept output, and (for a sandbox user) how many of its processes were still
-        alive after the stop and were killed then: none is expected."""
+        """The kept output, whether the actor had exited by itself within its exit window
+        (or had to be ended), and (for a sandbox user) how many of its processes were
+        still alive after the stop and were killed then: none is expected."""
         details: dict[str, object] = {
-            "output": {name: stream.document() for name, stream in self.streams.items()}
+            "output": {name: stream.document() for name, stream in self.streams.items()},
+            "exited_by_itself": self.exited_by_itself,
         }
         if self.leftover_processes is not None:
             details["leftover_processes"] = self.leftover_processes

@@ -86,3 +86,6 @@ class ActorLimits(BaseModel):
     # Kept of each of the actor's stdout and stderr (an agent CLI's account of its work
     # on stdout can be long); the rest is counted.
     output_mb: Annotated[int, Field(ge=1, le=1024)] = 1
+    # Seconds an actor has to exit by itself once its episode closed (an agent CLI asks
+    # its provider once more, and writes its account out), before it is ended.
+    exit_window_s: Annotated[float, Field(ge=0, le=120)] = 1.0
