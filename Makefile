@@ -13,9 +13,15 @@ SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator sch
 export MUJOCO_GL := egl
 export PYOPENGL_PLATFORM := egl
 
-.PHONY: demo test lint typecheck system-deps lock clean
+# The agent CLIs that real-CLI profiles run (Claude Code, Codex CLI), pinned with their
+# hashes by an npm lockfile and installed into an ignored folder.
+AGENT_CLIS := agent_clis
+AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
 
-$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
+.PHONY: demo test lint typecheck system-deps agent-clis lock clean
+
+# Order-only: a changed npm lockfile reinstalls the CLIs, not the venv.
+$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) | $(AGENT_CLIS_STAMP)
 	@$(MAKE) --no-print-directory system-deps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -31,11 +37,29 @@ $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
 		os.path.exists(t) or shutil.copyfile(os.path.join(d, 'macros.py'), t)" 2>/dev/null
 	@touch $(STAMP)
 
+# Both packages are a launcher plus a native binary in a platform package that the
+# lockfile lists as an optional dependency (all from the npm registry; nothing else is
+# downloaded). npm runs no install script here: Claude Code's only one (install.cjs)
+# links its platform binary over the bin/claude.exe placeholder, run below as itself;
+# Codex has none. Each CLI's --version proves its native binary is in place.
+$(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json
+	@$(MAKE) --no-print-directory system-deps
+	cd $(AGENT_CLIS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	cd $(AGENT_CLIS) && node node_modules/@anthropic-ai/claude-code/install.cjs
+	@# Run with a throw-away home: the CLIs keep state there (Codex even for --version).
+	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
+		HOME=$$home CODEX_HOME=$$home $(AGENT_CLIS)/node_modules/.bin/claude --version && \
+		{ HOME=$$home CODEX_HOME=$$home $(AGENT_CLIS)/node_modules/.bin/codex --version 2>/dev/null \
+		|| { echo "codex does not start"; exit 1; }; }
+	@touch $@
+
+agent-clis: $(AGENT_CLIS_STAMP)
+
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
 # headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
 # (standard library only) runs the built-in diagnostic actor inside the sandbox; chromium
 # is the browser the viewer's tests drive; ImageMagick's MagickWand is what Wand calls for
-# LIBERO-Plus's motion-blur noise.
+# LIBERO-Plus's motion-blur noise; Node.js and npm install and launch the agent CLIs.
 system-deps:
 	@missing=""; \
 	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
@@ -45,6 +69,8 @@ system-deps:
 	test -x /usr/bin/python3 || missing="$$missing python3"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	ldconfig -p | grep -q 'libMagickWand-6.Q16.so.6' || missing="$$missing libmagickwand-6.q16-6"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -83,4 +109,4 @@ test: $(STAMP) lint typecheck
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(AGENT_CLIS)/node_modules
