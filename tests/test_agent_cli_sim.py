@@ -1,0 +1,187 @@
+"""Real agent CLIs as confined actors of a real LIBERO episode.
+
+Claude Code and Codex CLI, installed from the project's pinned npm lockfile, run as the
+actor of one LIBERO episode through `mailroom launch --profile claude_code|codex_cli`,
+each in its bubblewrap sandbox with the host network. Only the model provider is stood
+in: a server on 127.0.0.1 speaking the provider's streaming API, whose scripted "model"
+has the agent read each observation and write each response with its own shell tool
+(`tests/agent_cli_support`). Each run must have at least 3 accepted decisions and no
+rejected one, the agent must exit by itself after `closed.json`, no process of its
+sandbox may survive, the provider key must appear nowhere in the run, and `mailroom
+audit` must exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_cli_support.anthropic_standin import AnthropicStandIn
+from agent_cli_support.driver import DriverSettings
+from agent_cli_support.http_standin import StandInServer
+from agent_cli_support.openai_standin import OpenAIStandIn
+from conftest import cli_plan, mailroom_exe, run_cli, sandbox_processes_left
+from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER
+
+pytestmark = pytest.mark.sim
+
+ACT_DECISIONS = 3
+# Not a key: what the sandboxed agent sends its stand-in provider, searched for in the
+# run afterwards (a passed value is never written anywhere).
+KEY = "sk-standin-0123456789abcdef-never-written"
+
+
+@dataclass(frozen=True)
+class AgentCli:
+    profile: str
+    program: str
+    provider: Callable[[DriverSettings], StandInServer]
+    key_variable: str
+    base_url_variable: str
+    base_path: str  # what the CLI expects after the origin in its base URL
+    model: str
+    routes: frozenset[str]  # every request path the CLI may send
+
+
+CLIS = (
+    AgentCli(
+        "claude_code",
+        "claude",
+        AnthropicStandIn,
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "",
+        "standin-claude-model",
+        frozenset({"/", "/v1/messages", "/v1/messages/count_tokens"}),
+    ),
+    AgentCli(
+        "codex_cli",
+        "codex",
+        OpenAIStandIn,
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "/v1",
+        "standin-codex-model",
+        frozenset({"/v1/responses", "/v1/models"}),
+    ),
+)
+
+
+def test_the_agent_clis_are_installed_from_the_lockfile() -> None:
+    """Never skipped: without the npm registry `make` cannot install them, and this says so."""
+    lock = json.loads((AGENT_CLI_FOLDER.parent / "package-lock.json").read_text())
+    for cli in CLIS:
+        program = AGENT_CLI_FOLDER / ".bin" / cli.program
+        assert program.exists(), (
+            f"{program} is missing: the agent CLIs are installed by `make agent-clis` from "
+            "agent_clis/package-lock.json, which needs the npm registry"
+        )
+    for name, entry in lock["packages"].items():
+        if name:  # every installed package is pinned with its integrity hash
+            assert entry.get("integrity", "").startswith("sha512-"), name
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("plan") / "plan.json"
+    return cli_plan(out, "task_coverage", "--suite", "libero_spatial", "--task-ids", "0")
+
+
+@pytest.fixture
+def mailbox() -> Iterator[Path]:
+    root = new_mailbox_root("mailroom-test-")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _events(attempt: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (attempt / "events.jsonl").read_text().splitlines()]
+
+
+def _files_holding(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+@pytest.mark.parametrize("cli", CLIS, ids=[c.profile for c in CLIS])
+def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
+    cli: AgentCli, plan: Path, mailbox: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    provider = cli.provider(DriverSettings(act_decisions=ACT_DECISIONS))
+    with provider:
+        env = {
+            **os.environ,
+            cli.key_variable: KEY,
+            cli.base_url_variable: provider.origin + cli.base_path,
+        }
+        launched = subprocess.run(
+            [
+                *(mailroom_exe(), "launch", str(plan), "--profile", cli.profile),
+                *("--model", cli.model, "--run-dir", str(run_dir)),
+                *("--mailbox-root", str(mailbox), "--max-policy-calls", "8"),
+                *("--response-timeout", "180", "--record", "minimal", "--json"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+        )
+        requests = provider.requests()
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    (attempt,) = sorted((run_dir / "episodes").iterdir())
+    result = json.loads((attempt / "result.json").read_text())
+    counters = result["counters"]
+    assert counters["action_decisions"] >= ACT_DECISIONS, result
+    assert counters["rejected_responses"] == 0, result
+    assert result["termination"] in ("actor_stop", "native_success"), result
+    assert result["confinement"] == {"mode": "sandbox", "network": "host"}
+
+    events = _events(attempt)
+    (started,) = [e for e in events if e["event"] == "actor_started"]
+    (stopped,) = [e for e in events if e["event"] == "actor_stopped"]
+    assert stopped["exited_by_itself"] is True, stopped
+    assert stopped["exit_status"] == 0, stopped
+    assert stopped["leftover_processes"] == 0
+    assert sandbox_processes_left(run_dir) == []
+    # What it was handed: the profile's own command with the model, the fixed values and
+    # the passed names, the key's value never.
+    assert started["argv"][0] == cli.program or started["argv"][0].startswith("/opt/actor/")
+    assert cli.model in started["argv"]
+    assert started["env"][cli.key_variable] == "<passed through; value not recorded>"
+    assert started["env"]["PATH"].endswith(":/opt/agent-clis/node_modules/.bin")
+    assert _files_holding(run_dir, KEY.encode()) == []
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (declared,) = manifest["profile"]["declaration"]["declared_models"]
+    assert declared["identity"] == cli.model and declared["verified"] is False
+    assert manifest["confinement"]["network"] == "host"
+    assert cli.key_variable in manifest["confinement"]["pass_env"]
+
+    # The agent talked to the stand-in only, with the model it was told, and the model's
+    # calls drove the episode.
+    assert requests, "the agent never reached its provider"
+    assert {r.path.split("?")[0] for r in requests} <= cli.routes, {r.path for r in requests}
+    models = {
+        r.body.get("model") for r in requests if isinstance(r.body, dict) and "model" in r.body
+    }
+    assert models == {cli.model}
+
+    # The agent's own account is kept (its stream of tool calls), and its own state is
+    # not in scratch/, which holds only what the agent chose to write there: nothing.
+    trace = (attempt / "actor-stdout.log").read_text()
+    lines = [json.loads(line) for line in trace.splitlines() if line.startswith("{")]
+    assert len(lines) >= 2 * ACT_DECISIONS, trace[-2000:]
+    assert "resp-1.json" in trace and "closed.json" in trace
+    endpoint = Path(json.loads((attempt / "endpoint.json").read_text())["endpoint"])
+    assert sorted(p.name for p in (endpoint / "scratch").iterdir()) == []
+
+    audited = run_cli("audit", str(run_dir))
+    assert audited.returncode == 0, audited.stdout + audited.stderr
