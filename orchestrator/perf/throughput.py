@@ -104,17 +104,18 @@ def throughput_run(
     `think_s` per decision, `workers` x `slots`; figures of the whole run. `executor`:
     the local one by default."""
     from mailroom.orchestrator.actors.confinement import ConfinementSettings
-    from mailroom.orchestrator.actors.launcher import process_launcher
-    from mailroom.orchestrator.actors.profiles import profile_dir
+    from mailroom.orchestrator.actors.launcher import profile_launcher
+    from mailroom.orchestrator.actors.profiles import load_profile
     from mailroom.orchestrator.campaign.coordinator import LaunchConfig, LocalExecutor, Work
     from mailroom.orchestrator.campaign.manifest import build_manifest
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.plans import build_plan, render_plan
 
     settings = RunSettings(max_policy_calls=decisions, replan_interval=k, response_timeout_s=600)
+    profile = load_profile(PROFILE)
     actor = [
         "{python}",
-        str(profile_dir(PROFILE) / "actor.py"),
+        str(profile.directory / "actor.py"),
         "{endpoint}",
         "--chunks",
         str(decisions),
@@ -122,14 +123,15 @@ def throughput_run(
         str(think_s),
     ]
     confinement = ConfinementSettings(mode="sandbox")
-    launcher = process_launcher(
+    launcher = profile_launcher(
         actor,
+        profile=profile,
         confinement=confinement,
+        limits=profile.profile.limits,
         run_dir=run_dir,
         mailbox_root=mailbox_root,
-        profile_dir=profile_dir(PROFILE),
     )
-    assert launcher.sandbox is not None
+    assert launcher is not None and launcher.sandbox is not None
     plan = build_plan("canonical", suite="libero_10")
     run = RunDirectory(run_dir)
     run.write_manifest(
@@ -139,7 +141,7 @@ def throughput_run(
             plan_kind=plan.kind,
             n_cases=len(cases),
             profile_name=PROFILE,
-            profile_declaration=json.loads((profile_dir(PROFILE) / "profile.json").read_text()),
+            profile_declaration=profile.profile.declaration(),
             settings=settings,
             actor_command=actor,
             record="minimal",
