@@ -277,3 +277,21 @@ def test_a_mailbox_root_naming_a_private_word_is_refused_before_anything_exists(
     flat = " ".join(refused.stderr.split())
     assert "names what an actor must not learn" in flat and kind in flat
     assert not (tmp_path / "run-of-mine").exists() and not root.exists()
+
+
+def test_a_refused_launch_leaves_no_default_mailbox_root_behind(
+    tmp_path: Path, open_folder: Path
+) -> None:
+    """The default mailbox root is a fresh folder under the temporary folder: made, then
+    removed again when the launch is refused after it was made."""
+    plan = cli_plan(tmp_path / "plan.json", "fast")
+    env = {**os.environ, "TMPDIR": str(open_folder)}
+    for actor in ("no-such-agent-cli -p", "/usr/bin/true {endpoint} --quiet"):
+        refused = run_cli(
+            *("launch", str(plan), "--profile", "anonymous_code_agent", "--actor", actor),
+            *("--run-dir", str(tmp_path / "run"), "--executor", "ray"),
+            *("--ray-address", "127.0.0.1:1"),
+            env=env,
+        )
+        assert refused.returncode in (2, 9), refused.stderr
+        assert list(open_folder.iterdir()) == []

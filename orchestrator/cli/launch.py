@@ -7,7 +7,7 @@ import os
 import secrets
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar, cast
@@ -332,6 +332,21 @@ def _execute(
     sys.exit(EXIT_OK if report.complete and not report.corrupt_results else EXIT_INCOMPLETE)
 
 
+@contextlib.contextmanager
+def own_mailbox_root(given: Path | None) -> Iterator[Path]:
+    """The mailbox root given, or a fresh one that is removed again if it is still empty
+    when the command ends (a refused launch leaves nothing behind)."""
+    if given is not None:
+        yield given
+        return
+    root = new_mailbox_root()
+    try:
+        yield root
+    finally:
+        with contextlib.suppress(OSError):
+            root.rmdir()  # only an empty folder: endpoints stay for the audit
+
+
 def refuse_private_mailbox_root(run_dir: Path, mailbox_root: Path, plan: Plan) -> None:
     """Every endpoint path lies under the mailbox root and is handed to an actor: a root
     whose path names the run, a suite, a task, a seed or a date is refused (exit 2)
@@ -640,8 +655,6 @@ def launch(
     refuse_unset_environment(loaded, actor_command is not None)
     if run_dir is None:
         run_dir = loaded.directory / "results" / _new_run_id()
-    if mailbox_root is None:
-        mailbox_root = new_mailbox_root()
     try:
         resolved = resolve_confinement(
             requested=cast(ConfinementMode | None, confinement),
@@ -651,23 +664,24 @@ def launch(
         )
     except ConfinementError as exc:
         raise click.UsageError(str(exc)) from exc
-    _execute(
-        run_dir,
-        plan_bytes=plan_file.read_bytes(),
-        profile=loaded,
-        settings=settings,
-        actor_command=actor_command,
-        mailbox_root=mailbox_root,
-        workers=workers,
-        record=record,
-        rerun_errored=False,
-        as_json=as_json,
-        confinement=resolved,
-        slots=slots,
-        memory=memory,
-        executor=executor,
-        ray_address=ray_address or "auto",
-    )
+    with own_mailbox_root(mailbox_root) as root:
+        _execute(
+            run_dir,
+            plan_bytes=plan_file.read_bytes(),
+            profile=loaded,
+            settings=settings,
+            actor_command=actor_command,
+            mailbox_root=root,
+            workers=workers,
+            record=record,
+            rerun_errored=False,
+            as_json=as_json,
+            confinement=resolved,
+            slots=slots,
+            memory=memory,
+            executor=executor,
+            ray_address=ray_address or "auto",
+        )
 
 
 @click.command()
@@ -717,20 +731,21 @@ def resume(
     settings = RunSettings.model_validate(manifest["settings"])
     loaded = recorded_profile(manifest, last.profile_dir)
     refuse_unset_environment(loaded, volatile["actor_command"] is not None)
-    _execute(
-        run_dir,
-        plan_bytes=run.plan_path.read_bytes(),
-        profile=loaded,
-        settings=settings,
-        actor_command=volatile["actor_command"],
-        mailbox_root=mailbox_root or new_mailbox_root(),
-        workers=workers or int(volatile["workers"]),
-        record=cast(RecordMode, manifest["record"]),
-        rerun_errored=rerun_errored,
-        as_json=as_json,
-        confinement=settings_of_run(manifest),
-        slots=slots or last.slots,
-        memory=_memory_policy(max_memory),
-        executor=executor,
-        ray_address=ray_address or "auto",
-    )
+    with own_mailbox_root(mailbox_root) as root:
+        _execute(
+            run_dir,
+            plan_bytes=run.plan_path.read_bytes(),
+            profile=loaded,
+            settings=settings,
+            actor_command=volatile["actor_command"],
+            mailbox_root=root,
+            workers=workers or int(volatile["workers"]),
+            record=cast(RecordMode, manifest["record"]),
+            rerun_errored=rerun_errored,
+            as_json=as_json,
+            confinement=settings_of_run(manifest),
+            slots=slots or last.slots,
+            memory=_memory_policy(max_memory),
+            executor=executor,
+            ray_address=ray_address or "auto",
+        )
