@@ -7,6 +7,9 @@ note, invalid response and output are markup).
 - Both videos load and play.
 - The actor's markup is shown as text and runs nothing; no console errors.
 - A screenshot of each page kind is kept (build/test-artifacts/) to be looked at.
+
+Apart from the simulator: an attempt page of a run made here whose profile declares an
+agent CLI's own account, with markup in a tool result, opened and unfolded.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO, cli_plan, copied_actor, launch_command, mailroom_exe
+from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL
+from mailroom.orchestrator.viewer.site import build_site
+from test_viewer_trace import claude_episode, traced_run
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-
-pytestmark = pytest.mark.sim
 
 ARTIFACTS = REPO / "build" / "test-artifacts"
 CHROMIUM = shutil.which("chromium")
@@ -77,11 +81,17 @@ class Page:
         self.messages: list[tuple[str, str]] = []
         self.page.on("console", lambda m: self.messages.append((m.type, m.text)))
         self.page.on("pageerror", lambda e: self.messages.append(("pageerror", str(e))))
+        self.page.on("dialog", self._dialog)
         self.page.goto(url)
         self.page.wait_for_load_state("load")
 
+    def _dialog(self, dialog: Any) -> None:
+        """A dialog (alert, confirm, prompt) is a script that ran: kept, then dismissed."""
+        self.messages.append(("dialog", str(dialog.message)))
+        dialog.dismiss()
+
     def errors(self) -> list[tuple[str, str]]:
-        return [m for m in self.messages if m[0] in ("error", "pageerror")]
+        return [m for m in self.messages if m[0] in ("error", "pageerror", "dialog")]
 
     def keep(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -90,6 +100,7 @@ class Page:
         return shot
 
 
+@pytest.mark.sim
 def test_the_run_page_lists_every_attempt_and_filters_them(site: Path, browser: Any) -> None:
     view = Page(browser, (site / "index.html").as_uri())
     rows = view.page.locator("tr.attempt")
@@ -106,6 +117,7 @@ def test_the_run_page_lists_every_attempt_and_filters_them(site: Path, browser: 
     assert view.keep("viewer-run-page.png").stat().st_size > 10_000
 
 
+@pytest.mark.sim
 def test_an_attempt_page_shows_each_policy_call_and_both_videos_play(
     site: Path, browser: Any
 ) -> None:
@@ -150,6 +162,7 @@ def test_an_attempt_page_shows_each_policy_call_and_both_videos_play(
     assert view.keep("viewer-attempt-page.png").stat().st_size > 10_000
 
 
+@pytest.mark.sim
 def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser: Any) -> None:
     view = Page(browser, (site / "attempts" / STOPPING / "index.html").as_uri())
     assert view.page.evaluate("() => window.__pwned === undefined")
@@ -162,3 +175,32 @@ def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser:
     assert view.page.locator("body script").count() == 0
     assert view.page.locator("img[src='x']").count() == 0
     assert view.errors() == []
+
+
+HOSTILE = '<script>alert(1)</script><img src=x onerror="window.__pwned = 1; alert(2)">'
+
+
+def test_the_agents_own_account_unfolds_under_each_call_as_text_and_runs_nothing(
+    tmp_path: Path, browser: Any
+) -> None:
+    root, directory = traced_run(tmp_path, "claude_stream_json", claude_episode(HOSTILE))
+    build_site(root, tmp_path / "site")
+    view = Page(browser, (tmp_path / "site" / "attempts" / directory.name / "index.html").as_uri())
+    calls = view.page.locator("section.decision")
+    assert calls.count() == 2
+    for i in range(2):
+        summary = calls.nth(i).locator("details.account > summary")
+        assert summary.inner_text() == ACCOUNT_LABEL
+    second = calls.nth(1).locator("details.account")
+    assert not second.locator("pre.untrusted").first.is_visible()  # folded until opened
+    second.locator("summary").click()
+    shown = second.locator("pre.untrusted")
+    assert shown.first.is_visible()
+    texts = shown.all_inner_texts()
+    assert "cat outbox/obs-2.json" in texts and HOSTILE in texts
+    assert view.page.evaluate("() => window.__pwned === undefined")
+    assert view.page.locator("img[src='x']").count() == 0
+    assert view.page.locator("img[onerror]").count() == 0
+    assert view.page.locator("body script").count() == 0
+    assert view.errors() == []
+    assert view.keep("viewer-agent-account.png").stat().st_size > 10_000

@@ -26,6 +26,13 @@ svg.actions .grid { stroke: #ddd; }
 svg.actions line.success { stroke: #0a7a0a; stroke-width: 2; stroke-dasharray: 4 3; }
 svg.actions text.success-label { fill: #0a7a0a; }
 .filters label { margin-right: 1em; }
+details.account { margin: 0.6em 0; border: 1px dashed #b9a; padding: 0.3em 0.6em; }
+details.account > summary { cursor: pointer; color: #6a3d5a; font-style: italic; }
+.step { border-left: 3px solid #ddd; margin: 0.5em 0; padding-left: 0.6em; }
+.step-tool { border-left-color: #9ab; }
+.step-error { border-left-color: #c77; }
+.step-head { margin: 0.2em 0; font-weight: 600; }
+.step-head .line, .step-result { color: #666; font-weight: normal; }
 """
 
 # Filters the run page's attempts by suite, outcome and termination.

@@ -22,12 +22,21 @@ from mailroom.orchestrator.results.reporter import Report, Tally
 from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
+from mailroom.orchestrator.viewer.trace import (
+    PARSERS,
+    Assignment,
+    Clipped,
+    Step,
+    Trace,
+    assign,
+)
 
 CSP = (
     "default-src 'none'; img-src 'self'; media-src 'self'; style-src 'self'; "
     "script-src 'self'; base-uri 'none'; form-action 'none'"
 )
 LIVE_REFRESH_S = 5
+ACCOUNT_LABEL = "the actor's own account: not verified"
 
 
 def esc(value: object) -> str:
@@ -175,7 +184,12 @@ FILTERS = ("suite", "outcome", "termination")
 
 
 def run_page(
-    report: Report, manifest: dict[str, Any], rows: Sequence[AttemptRow], *, live: bool
+    report: Report,
+    manifest: dict[str, Any],
+    rows: Sequence[AttemptRow],
+    *,
+    live: bool,
+    account_note: str | None = None,
 ) -> str:
     suites = _table(
         (
@@ -229,6 +243,8 @@ def run_page(
         )
     if live:
         notes += f'<p class="live">in progress: this page reloads every {LIVE_REFRESH_S} s</p>'
+    if account_note:
+        notes += f'<p class="warn account-note">{esc(account_note)}</p>'
     body = (
         f"<h1>{esc(report.run_id)}</h1>{notes}"
         f"<h2>Run</h2>{_identity(manifest, report)}"
@@ -263,7 +279,78 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} ms"
 
 
-def _decision(d: Decision) -> str:
+def _clipped(shown: Clipped) -> str:
+    note = (
+        f'<p class="note">cut: the first {len(shown.text)} of {len(shown.text) + shown.omitted}'
+        " characters shown</p>"
+        if shown.cut
+        else ""
+    )
+    return f'<pre class="untrusted">{esc(shown.text)}</pre>{note}'
+
+
+STEP_HEADS = {
+    "text": "the agent wrote",
+    "thinking": "the agent's thinking",
+    "input": "handed to the agent",
+    "result": "the agent's final result",
+    "error": "an error, as the agent reports it",
+    "note": "note",
+}
+
+
+def _step(step: Step) -> str:
+    if step.kind == "tool":
+        head = f"tool call: {step.tool or '(unnamed)'}"
+    else:
+        head = STEP_HEADS.get(step.kind, step.kind)
+    if step.kind == "result" and step.status:
+        head += f" ({step.status})"
+    body = "" if step.text is None else _clipped(step.text)
+    if step.kind == "tool":
+        body += _clipped(step.call) if step.call is not None else ""
+        facts = []
+        if step.exit_code is not None:
+            facts.append(f"exit code {step.exit_code}")
+        if step.is_error is not None:
+            facts.append("an error" if step.is_error else "no error")
+        if step.status and step.kind == "tool":
+            facts.append(step.status)
+        said = f" ({', '.join(facts)})" if facts else ""
+        if step.output is not None and step.output.text:
+            body += f'<p class="step-result">result{esc(said)}</p>{_clipped(step.output)}'
+        elif step.output is not None:
+            body += f'<p class="step-result">result{esc(said)}: empty</p>'
+        else:
+            body += f'<p class="missing">no result in the account{esc(said)}</p>'
+    elif step.kind == "result" and step.is_error:
+        body += '<p class="warn">the agent reports an error</p>'
+    return (
+        f'<div class="step step-{esc(step.kind)}"><p class="step-head">{esc(head)} '
+        f'<span class="line">(actor-stdout.log line {step.line})</span></p>{body}</div>'
+    )
+
+
+def _account(steps: Sequence[Step]) -> str:
+    """A decision's (or a group's) steps of the agent's own account, folded."""
+    shown = "".join(_step(s) for s in steps) or (
+        '<p class="missing">no step of the account was placed here</p>'
+    )
+    return (
+        f'<details class="account"><summary>{esc(ACCOUNT_LABEL)}</summary>'
+        f'<p class="note">{len(steps)} step(s), placed by the mailbox files their commands '
+        "name: a reading aid, not evidence</p>"
+        f"{shown}</details>"
+    )
+
+
+def _account_group(title: str, steps: Sequence[Step], css: str) -> str:
+    if not steps:
+        return ""
+    return f'<section class="account-group {css}"><h3>{esc(title)}</h3>{_account(steps)}</section>'
+
+
+def _decision(d: Decision, account: Sequence[Step] | None = None) -> str:
     images = (
         "".join(
             f'<figure><img src="{esc(d.images[c])}" alt="{esc(c)} at observation {d.sequence}"'
@@ -308,6 +395,7 @@ def _decision(d: Decision) -> str:
         f"<h4>response, verbatim</h4>{_pre(d.response, 'response')}"
         f"{facts}{prefix}"
         f"<h4>feedback the actor then saw</h4>{_feedback(d.feedback_after)}"
+        f"{'' if account is None else _account(account)}"
         "</section>"
     )
 
@@ -333,8 +421,41 @@ def _diagnostics(diagnostics: AttemptDiagnostics | None) -> str:
     )
 
 
+def _account_notes(trace_format: str | None, trace: Trace | None, *, live: bool) -> str:
+    """What the page says of the agent's own account as a whole ("" if it has none)."""
+    if trace_format is None:
+        return ""
+    if trace is None:
+        return (
+            f'<p class="missing">the actor\'s own account ({esc(trace_format)}): no captured '
+            "output kept</p>"
+        )
+    problems = "; ".join(trace.problems)
+    if not trace.readable and live and trace_format in PARSERS:
+        return (
+            f'<p class="missing">the actor\'s own account ({esc(trace_format)}): no step of it '
+            "read yet</p>"
+        )
+    if not trace.readable:
+        why = problems or "it holds no event of that format"
+        return (
+            f'<p class="warn account-note">the actor\'s own account ({esc(trace_format)}) could '
+            f"not be read: {esc(why)}. Its captured output is shown as it is below.</p>"
+        )
+    said = f"; {esc(problems)}" if problems else ""
+    return (
+        f'<p class="note account-note">the actor\'s own account ({esc(trace_format)}, '
+        f"{len(trace.steps)} steps) is shown under each policy call: not verified{said}</p>"
+    )
+
+
 def attempt_page(
-    timeline: AttemptTimeline, *, live: bool, diagnostics: AttemptDiagnostics | None = None
+    timeline: AttemptTimeline,
+    *,
+    live: bool,
+    diagnostics: AttemptDiagnostics | None = None,
+    trace_format: str | None = None,
+    trace: Trace | None = None,
 ) -> str:
     result = timeline.result
     summary: list[tuple[str, object]] = [("attempt", timeline.attempt_id)]
@@ -385,6 +506,19 @@ def attempt_page(
         or '<p class="missing">no videos (--record minimal)</p>'
     )
     problems = "".join(f'<p class="warn">{esc(p)}</p>' for p in timeline.problems)
+    placed: Assignment | None = None
+    if trace is not None and trace.readable:
+        placed = assign(trace.steps, [d.sequence for d in timeline.decisions])
+    decisions = "".join(
+        _decision(d, None if placed is None else placed.decisions.get(d.sequence, []))
+        for d in timeline.decisions
+    )
+    if placed is not None:
+        decisions = (
+            _account_group("Before the first observation", placed.before, "before")
+            + decisions
+            + _account_group("After the episode", placed.after, "after")
+        )
     outputs = (
         "".join(
             f"<h3>{esc(name)}</h3>{_pre(text, name)}" for name, text in timeline.outputs.items()
@@ -398,8 +532,8 @@ def attempt_page(
         f'<h2>Videos</h2><div class="videos">{videos}</div>'
         "<h2>Action components over the executed controls</h2>"
         f"{action_chart(timeline.actions, timeline.first_success_control)}"
-        f'<h2>Timeline</h2><div class="timeline">'
-        f"{''.join(_decision(d) for d in timeline.decisions)}</div>"
+        f"<h2>Timeline</h2>{_account_notes(trace_format, trace, live=live)}"
+        f'<div class="timeline">{decisions}</div>'
         f"<h2>Actor output (captured, untrusted)</h2>{outputs}"
         f"{_diagnostics(diagnostics)}"
     )

@@ -7,6 +7,10 @@
     OUT/attempts/<attempt>/videos        both camera videos, copied (H.264 in MP4, which
                                          Debian's Chromium plays: tests/test_viewer_browser.py)
 
+When the run's profile declares that its actor's standard output is the agent's own account
+of its work (`"actor": {"trace": ...}`), each policy call also shows the steps of that
+account placed beside it (orchestrator/viewer/trace.py: a reading aid, not evidence).
+
 The site loads nothing from the network and is written from the run directory alone;
 building it again rewrites only what changed (a live view rebuilds it as a run goes on).
 """
@@ -26,6 +30,7 @@ from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
 from mailroom.orchestrator.viewer.pages import attempt_page, attempt_row, run_page
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
+from mailroom.orchestrator.viewer.trace import PARSERS, declared_trace, read_trace
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
@@ -67,6 +72,23 @@ def _copy_media(timeline: AttemptTimeline, folder: Path) -> None:
         _copy_if_changed(timeline.directory / name, folder / name)
 
 
+def _account_note(trace_format: str | None, unreadable: int, attempts: int) -> str | None:
+    """The run page's word on the agents' own accounts, where one cannot be read."""
+    if trace_format is None:
+        return None
+    if trace_format not in PARSERS:
+        return (
+            f"the profile declares the actor's own account in the format {trace_format!r}, "
+            "which this viewer does not read: each attempt's captured output is shown as it is"
+        )
+    if unreadable:
+        return (
+            f"the actor's own account ({trace_format}) could not be read for {unreadable} of "
+            f"{attempts} attempts: their captured output is shown as it is"
+        )
+    return None
+
+
 def build_site(run_dir: Path, out: Path) -> SiteSummary:
     """Write (or bring up to date) the site of `run_dir` under `out`."""
     run = RunDirectory(run_dir)
@@ -76,6 +98,9 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     live = run.in_use()
     report = build_report(run_dir)
     superseded = set(report.superseded_attempts)
+    manifest = run.read_manifest()
+    trace_format = declared_trace(manifest)
+    unreadable = 0
     written = 0
     rows = []
     records = [r for r in run.attempts() if SAFE_NAME.match(r.attempt_id)]
@@ -85,11 +110,21 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
         timeline = read_timeline(record)
         _copy_media(timeline, folder)
         running = live and timeline.result is None
-        page = attempt_page(timeline, live=running, diagnostics=read_diagnostics(record.directory))
+        trace = None if trace_format is None else read_trace(record.directory, trace_format)
+        unreadable += int(trace is not None and not trace.readable and not running)
+        page = attempt_page(
+            timeline,
+            live=running,
+            diagnostics=read_diagnostics(record.directory),
+            trace_format=trace_format,
+            trace=trace,
+        )
         written += _write_if_changed(folder / "index.html", page)
         rows.append(attempt_row(timeline, latest=record.attempt_id not in superseded))
     written += _write_if_changed(out / "style.css", STYLE)
     written += _write_if_changed(out / "viewer.js", SCRIPT)
-    manifest = run.read_manifest()
-    written += _write_if_changed(out / "index.html", run_page(report, manifest, rows, live=live))
+    note = _account_note(trace_format, unreadable, len(records))
+    written += _write_if_changed(
+        out / "index.html", run_page(report, manifest, rows, live=live, account_note=note)
+    )
     return SiteSummary(out=out, attempts=len(records), pages_written=written, live=live)
