@@ -127,6 +127,7 @@ def write_result(
         settings=settings_record(RunSettings(proprio=proprio), control_cap=1000),
         blinded=True,
         confinement=ConfinementRecord(mode="external", network=None),
+        instructions_version="v1",
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",
         wall_time_s=60.0,

@@ -10,6 +10,15 @@ build), is reduced to a short hash over all attempts in plan order and compared 
 pinned table below: a change in what a run records fails as one line naming the field.
 
 When a change is intended, the failure prints the new table for `golden_signature.json`.
+
+What changed the pinned table, newest first:
+
+- results carry `instructions_version` (`mailroom.episode_result/v4`: the version of the
+  actor instructions handed, v2 instructions being the first to follow v1; `v1` here, as
+  the diagnostic profile declares none): `result.schema` changed, `result.instructions_version`
+  is new. The same regeneration pinned `actor_started.limits.output_mb`,
+  `actor_started.limits.exit_window_s` and `actor_stopped.exited_by_itself`, which runs
+  have recorded since the actor's output cap and exit window became profile limits.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from test_export import make_run, write_result
 def as_v1(path: Path) -> None:
     document = json.loads(path.read_text())
     document["schema"] = "mailroom.episode_result/v1"
-    for later in ("confinement", "queue_delay", "processing"):
+    for later in ("confinement", "queue_delay", "processing", "instructions_version"):
         del document[later]
     assert schema_errors("mailroom.episode_result/v1", document) == []
     path.write_text(json.dumps(document))
@@ -47,6 +47,7 @@ def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     manifest = run.read_manifest()
     del manifest["confinement"]
+    del manifest["blinding"]["instructions_version"]
     manifest["schema"] = "mailroom.run_manifest/v1"
     manifest["transport"]["actor"] = "spawned"
     assert schema_errors("mailroom.run_manifest/v1", manifest) == []

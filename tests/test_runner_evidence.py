@@ -79,6 +79,7 @@ def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> Non
         0,
         CALLS * K,
         ConfinementRecord(mode="none", network="host"),
+        "v1",
     )
     try:
         result = runner.run(request, actor, evidence)

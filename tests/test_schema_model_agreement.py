@@ -283,6 +283,7 @@ def _result() -> Doc:
         settings=settings_record(RunSettings(proprio=False), control_cap=1000),
         blinded=True,
         confinement=ConfinementRecord(mode="sandbox", network="none"),
+        instructions_version="v2",
         started_at="2026-09-07T12:00:00.000Z",
         finished_at="2026-09-07T12:01:00.000Z",
         wall_time_s=60.0,
@@ -301,6 +302,8 @@ RESULT_VALID = [
             "first_success": _set("counters.first_success_control", 12),
             "unconfined": _set("confinement", {"mode": "none", "network": "host"}),
             "external": _set("confinement", {"mode": "external", "network": None}),
+            "instructions_v1": _set("instructions_version", "v1"),
+            "instructions_v12": _set("instructions_version", "v12"),
         },
     ),
 ]
@@ -330,6 +333,16 @@ RESULT_INVALID = _mutated(
         "confinement_extra": _set("confinement.uid", 7),
         "as_v1": _set("schema", "mailroom.episode_result/v1"),
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
+        "as_v3": _set("schema", "mailroom.episode_result/v3"),
+        "no_instructions_version": _set("instructions_version", DELETE),
+        "null_instructions_version": _set("instructions_version", None),
+        "instructions_unversioned": _set("instructions_version", "2"),
+        "instructions_v0": _set("instructions_version", "v0"),
+        "instructions_v02": _set("instructions_version", "v02"),
+        "instructions_upper": _set("instructions_version", "V2"),
+        "instructions_newline": _set("instructions_version", "v2\n"),
+        "instructions_file": _set("instructions_version", "prompts/actor_instructions_v2.txt"),
+        "instructions_number": _set("instructions_version", 2),
         "no_queue_delay": _set("queue_delay", DELETE),
         "null_queue_delay": _set("queue_delay", None),
         "no_processing": _set("processing", DELETE),
@@ -339,7 +352,13 @@ RESULT_INVALID = _mutated(
 )
 
 
+def _v3(doc: Doc) -> None:
+    doc["schema"] = "mailroom.episode_result/v3"
+    del doc["instructions_version"]
+
+
 def _v2(doc: Doc) -> None:
+    _v3(doc)
     doc["schema"] = "mailroom.episode_result/v2"
     del doc["queue_delay"]
     del doc["processing"]
@@ -351,6 +370,21 @@ def _v1(doc: Doc) -> None:
     del doc["confinement"]
 
 
+# Results written before the instructions version was recorded: the same model reads them.
+RESULT_V3 = _mutated(RESULT, {"v3": _v3})[0][1]
+RESULT_V3_VALID = [("base", RESULT_V3)]
+RESULT_V3_INVALID = _mutated(
+    RESULT_V3,
+    {
+        "with_instructions_version": _set("instructions_version", "v1"),
+        "null_instructions_version": _set("instructions_version", None),
+        "as_v4": _set("schema", "mailroom.episode_result/v4"),
+        "as_v2": _set("schema", "mailroom.episode_result/v2"),
+        "no_queue_delay": _set("queue_delay", DELETE),
+    },
+)
+
+
 # Results written before the queueing split existed: the same model reads them.
 RESULT_V2 = _mutated(RESULT, {"v2": _v2})[0][1]
 RESULT_V2_VALID = [("base", RESULT_V2)]
@@ -358,6 +392,7 @@ RESULT_V2_INVALID = _mutated(
     RESULT_V2,
     {
         "with_queue_delay": _set("queue_delay", RESULT["queue_delay"]),
+        "with_instructions_version": _set("instructions_version", "v1"),
         "as_v3": _set("schema", "mailroom.episode_result/v3"),
         "no_confinement": _set("confinement", DELETE),
     },
@@ -373,6 +408,7 @@ RESULT_V1_INVALID = _mutated(
         "with_confinement": _set("confinement", {"mode": "sandbox", "network": "none"}),
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
         "with_queue_delay": _set("queue_delay", RESULT["queue_delay"]),
+        "with_instructions_version": _set("instructions_version", "v1"),
         "extra_field": _set("seed", 7),
     },
 )
@@ -559,7 +595,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v3", EpisodeResult),
+    "result": ("mailroom.episode_result/v4", EpisodeResult),
+    "result_v3": ("mailroom.episode_result/v3", EpisodeResult),
     "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
     "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
     "diagnostics": ("mailroom.diagnostics/v1", AttemptDiagnostics),
@@ -573,6 +610,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("result", RESULT_VALID, RESULT_INVALID),
+        ("result_v3", RESULT_V3_VALID, RESULT_V3_INVALID),
         ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
         ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
         ("diagnostics", DIAGNOSTICS_VALID, DIAGNOSTICS_INVALID),
@@ -601,8 +639,16 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
     assert len(RESPONSE_INVALID) >= 30
 
 
+@pytest.mark.parametrize(
+    "doc", [RESULT, RESULT_V3, RESULT_V2, RESULT_V1], ids=["v4", "v3", "v2", "v1"]
+)
+def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> None:
+    """A version's later fields are never added on the way out, nor its own dropped."""
+    assert from_json(EpisodeResult, json.dumps(doc)).document() == doc
+
+
 @pytest.mark.parametrize("name", [n for n, _ in RESULT_WIRE_CASES])
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v3", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v4", EpisodeResult, doc) == (False, False)

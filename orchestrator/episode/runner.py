@@ -101,6 +101,8 @@ class EpisodeRequest:
     reference_horizon: int
     # How the actor answering this episode was confined (an in-process policy: `none`).
     confinement: ConfinementRecord
+    # The actor instructions version it was handed ("v1", "v2", ...), as its result says.
+    instructions_version: str
 
 
 def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
@@ -276,6 +278,7 @@ class EpisodeRunner:
             settings=settings_record(settings, control_cap),
             blinded=True,
             confinement=request.confinement,
+            instructions_version=request.instructions_version,
             started_at=started_at,
             finished_at=utc_timestamp(),
             wall_time_s=round(time.monotonic() - t0, 3),

@@ -38,6 +38,7 @@ from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
 from mailroom.orchestrator.actors.confinement import ConfinementRecord
+from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import OutboxDurability, RunSettings
@@ -206,6 +207,7 @@ def measure_cycle(
         seed=0,
         reference_horizon=decisions * K,
         confinement=ConfinementRecord(mode="none", network="host"),  # an in-process actor
+        instructions_version=DEFAULT_INSTRUCTIONS,  # it reads none: the default's is recorded
     )
     CLOCK.reset(enabled=True)
     try:

@@ -1,11 +1,13 @@
-"""The episode result document (`mailroom.episode_result/v3`): private, written last.
+"""The episode result document (`mailroom.episode_result/v4`): private, written last.
 
 Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
 actor's latency, the queueing delay before the response was served and the
-orchestrator's processing. Results written before either still load and report: a v1
+orchestrator's processing; version 4 names the actor instructions version the attempt's
+actor was handed. Results written before any of them still load and report: a v1
 result's `confinement` is None, which reports as not confined (before v2 every spawned
 actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
-figures (None).
+figures (None); a v1 to v3 result's `instructions_version` is None (its run's manifest
+says which version, v1 for a run from before instructions had versions).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from pydantic import (
 
 RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
 RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
-RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2, RESULT_SCHEMA)
+RESULT_SCHEMA_V3: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
+RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2, RESULT_SCHEMA_V3, RESULT_SCHEMA)
 Outcome = Literal["success", "failure", "error"]
 Termination = Literal[
     "native_success",
@@ -47,6 +50,8 @@ ErrorKind = Literal[
 ]
 NonNegative = Annotated[int, Field(ge=0)]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+# An actor instructions version as a result records it ("v1", "v2", ...).
+InstructionsVersion = Annotated[str, Field(pattern=r"^v[1-9][0-9]*$")]
 
 
 def _rfc3339(value: str) -> str:
@@ -175,7 +180,10 @@ class SettingsRecord(Strict):
 
 class EpisodeResult(Strict):
     schema_: Literal[
-        "mailroom.episode_result/v1", "mailroom.episode_result/v2", "mailroom.episode_result/v3"
+        "mailroom.episode_result/v1",
+        "mailroom.episode_result/v2",
+        "mailroom.episode_result/v3",
+        "mailroom.episode_result/v4",
     ] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
@@ -193,6 +201,8 @@ class EpisodeResult(Strict):
     settings: SettingsRecord
     blinded: bool
     confinement: ConfinementRecord | None = None
+    # The actor instructions version the attempt's actor was handed (v4 on).
+    instructions_version: InstructionsVersion | None = None
     started_at: Timestamp
     finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
@@ -200,18 +210,25 @@ class EpisodeResult(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # Fields a version before them has not; each later version must have them (below).
     _may_be_absent: ClassVar[frozenset[str]] = frozenset(
-        {"confinement", "queue_delay", "processing"}
+        {"confinement", "queue_delay", "processing", "instructions_version"}
     )
 
     @model_validator(mode="after")
     def _fields_by_version(self) -> EpisodeResult:
         if (self.schema_ == RESULT_SCHEMA_V1) != (self.confinement is None):
             raise ValueError(
-                "a v2 or v3 result records its confinement; a v1 result has no confinement field"
+                "a v2 to v4 result records its confinement; a v1 result has no confinement field"
             )
+        timed = self.schema_ in (RESULT_SCHEMA_V3, RESULT_SCHEMA)
         for name in ("queue_delay", "processing"):
-            if (self.schema_ == RESULT_SCHEMA) != (getattr(self, name) is not None):
-                raise ValueError(f"a v3 result records {name}; a v1 or v2 result has no {name}")
+            if timed != (getattr(self, name) is not None):
+                raise ValueError(
+                    f"a v3 or v4 result records {name}; a v1 or v2 result has no {name}"
+                )
+        if (self.schema_ == RESULT_SCHEMA) != (self.instructions_version is not None):
+            raise ValueError(
+                "a v4 result records its instructions_version; a v1 to v3 result has none"
+            )
         return self
 
     @model_serializer(mode="wrap")
@@ -220,9 +237,11 @@ class EpisodeResult(Strict):
         if isinstance(data, dict):
             if self.schema_ == RESULT_SCHEMA_V1:
                 data.pop("confinement", None)
-            if self.schema_ != RESULT_SCHEMA:
+            if self.schema_ not in (RESULT_SCHEMA_V3, RESULT_SCHEMA):
                 data.pop("queue_delay", None)
                 data.pop("processing", None)
+            if self.schema_ != RESULT_SCHEMA:
+                data.pop("instructions_version", None)
         return data
 
     @property
