@@ -322,8 +322,10 @@ def test_a_profile_that_declares_the_host_network_reaches_it_and_says_so(
 def test_a_shell_and_a_node_actor_work_inside_the_sandbox(
     work: Path, mailbox_root: Path, interpreter: str, script: str
 ) -> None:
-    if shutil.which(interpreter, path="/usr/bin:/bin") is None:
-        pytest.skip(f"{interpreter} is not installed under /usr on this machine")
+    # make installs Debian's nodejs (the agent CLIs need it too): missing is a failure.
+    assert shutil.which(interpreter, path="/usr/bin:/bin") is not None, (
+        f"{interpreter} is not installed under /usr: `make system-deps` installs it"
+    )
     run_dir = work / f"private-{interpreter}"
     actor = f"{interpreter} {work / 'actors' / script} {{endpoint}}"
     _launched(work, run_dir, mailbox_root / "mb", actor)
