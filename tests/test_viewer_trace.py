@@ -426,3 +426,22 @@ def test_a_profile_without_an_account_changes_nothing(tmp_path: Path) -> None:
     manifest["profile"]["declaration"] |= declared
     assert manifest["transport"]["actor"] == "external"
     assert declared_trace(manifest) is None
+
+
+@pytest.mark.parametrize(
+    ("fmt", "name"),
+    [("claude_stream_json", "claude_code_trace.jsonl"), ("codex_json", "codex_cli_trace.jsonl")],
+)
+def test_real_cli_accounts_are_read_and_placed_per_decision(fmt: str, name: str) -> None:
+    """Accounts the real CLIs wrote in `test_agent_cli_sim.py` (3 acts, then a stop):
+    each wait names "obs-<n>.json or closed.json", and is about observation n."""
+    data = (Path(__file__).parent / "data" / name).read_bytes()
+    read = parse_trace(data, fmt)
+    assert read.problems == []
+    placed = assign(read.steps, [1, 2, 3, 4])
+    assert sorted(placed.decisions) == [1, 2, 3, 4]
+    for sequence in (1, 2, 3, 4):
+        calls = [s for s in placed.decisions[sequence] if s.kind == "tool"]
+        assert any(f"obs-{sequence}.json" in (s.call.text if s.call else "") for s in calls)
+        assert any(f"resp-{sequence}.json" in (s.call.text if s.call else "") for s in calls)
+    assert any("closed.json" in (s.call.text if s.call else "") for s in placed.after)

@@ -28,9 +28,10 @@ command or input names. The rule:
 
 1. A tool call whose command or input names `obs-<n>.json`, an image of it
    (`obs-<n>-<camera>.png`) or `resp-<n>.json` marks policy call n (the largest n it
-   names, in the whole command, not only the part shown); one naming `closed.json`
-   marks the end of the episode. What a result says (a listing of the outbox) marks
-   nothing.
+   names, in the whole command, not only the part shown); one naming `closed.json` and
+   no policy call marks the end of the episode (agents wait for "obs-<n>.json or
+   closed.json" in one command: that is about observation n). What a result says (a
+   listing of the outbox) marks nothing.
 2. Steps are taken in the trace's order and belong to the current group, which starts as
    "before the first observation". A marking tool call makes its policy call the current
    group, if that comes later than the current one: the group only moves forward, so a
@@ -38,7 +39,7 @@ command or input names. The rule:
 3. The agent's words (text and thinking) that directly lead up to a tool call, with no
    other step in between, go with that call: what it says before reading `obs-3.json` is
    about observation 3.
-4. A mark of `closed.json`, or of a policy call after the last one the page shows, starts
+4. A mark of `closed.json` alone, or of a policy call after the last one the page shows, starts
    the "after the episode" group; a mark of a policy call the page does not show (its
    events were not kept) goes to the latest shown one before it. Steps after the last
    mark stay in the last group. With no policy call shown, every step is "before the
@@ -529,10 +530,10 @@ def assign(steps: Sequence[Step], sequences: Sequence[int]) -> Assignment:
     def target(step: Step) -> _Group | None:
         if not known:
             return None
-        if step.closes:
-            return after
         if not step.marks:
-            return None
+            # closed.json alone: a command that waits for an observation or the close
+            # names both, and is about the observation.
+            return after if step.closes else None
         named = step.marks[-1]
         if named > known[-1]:
             return after
