@@ -13,6 +13,9 @@ When a change is intended, the failure prints the new table for `golden_signatur
 
 What changed the pinned table, newest first:
 
+- every shipped profile, the diagnostic one included, hands its actors the v2 actor
+  instructions (the arm's measured rotation, gripper and coasting facts):
+  `result.instructions_version` is `v2`.
 - results carry `instructions_version` (`mailroom.episode_result/v4`: the version of the
   actor instructions handed, v2 instructions being the first to follow v1; `v1` here, as
   the diagnostic profile declares none): `result.schema` changed, `result.instructions_version`

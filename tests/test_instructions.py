@@ -41,7 +41,7 @@ from mailroom.orchestrator.actors.instructions import (
     transport_host,
 )
 from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES, scrubbed_environment
-from mailroom.orchestrator.actors.profiles import actor_instructions_template
+from mailroom.orchestrator.actors.profiles import INSTRUCTION_FILES, actor_instructions_template
 from mailroom.orchestrator.cli.launch import launch
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
@@ -252,3 +252,22 @@ def test_an_observation_is_published_after_its_images(
     assert set(observation[:-1]) == {"obs-1-agentview.png", "obs-1-robot0_eye_in_hand.png"}
     assert sorted(p.name for p in endpoint.outbox.glob("obs-1*")) == sorted(observation)
     assert "Its images are published before it" in FLAT
+
+
+def _outside_actions(text: str) -> str:
+    head, _, rest = text.partition("\nACTIONS\n")
+    _, _, tail = rest.partition("\nTHE AXES IN THE IMAGES\n")
+    return head + tail
+
+
+@pytest.mark.parametrize("version", sorted(INSTRUCTION_FILES))
+def test_every_version_keeps_the_examples_and_all_but_the_actions_word_for_word(
+    version: str,
+) -> None:
+    """v2 adds measured facts of the arm to ACTIONS only: every check of this module on
+    v1's examples and contract lines holds for each version."""
+    text = actor_instructions_template(version)
+    assert template_fields(text) == PLACEHOLDERS
+    assert examples(text) == examples(TEMPLATE)
+    assert _outside_actions(text) == _outside_actions(TEMPLATE)
+    assert "\nTHE AXES IN THE IMAGES\n" in text and "\nACTIONS\n" in text

@@ -50,7 +50,8 @@ def _declaration(instructions: str | None) -> dict[str, Any]:
     declared: dict[str, Any] = json.loads(
         (profile_dir(PROFILE) / "profile.json").read_text("utf-8")
     )
-    assert "instructions" not in declared  # the profile as shipped declares none
+    # The profile as shipped declares v2; a declaration without it is read as v1.
+    assert declared.pop("instructions") == "prompts/actor_instructions_v2.txt"
     if instructions is not None:
         declared["instructions"] = instructions
     return declared

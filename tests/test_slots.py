@@ -126,7 +126,7 @@ def test_live_episodes_overlap_and_a_wait_behind_another_is_queueing_delay(
     starts, ends = [], []
     for attempt_id, result in results.items():
         assert result["schema"] == "mailroom.episode_result/v4"
-        assert result["instructions_version"] == "v1"  # the profile declares none
+        assert result["instructions_version"] == "v2"  # what the profile declares
         assert (result["outcome"], result["termination"]) == ("failure", "actor_stop")
         calls = result["counters"]["policy_calls"]
         assert calls == 4  # three chunks, then stop
