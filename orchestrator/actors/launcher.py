@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +29,7 @@ from mailroom.orchestrator.actors.sandbox import (
     prepare_program,
     probe_sandbox,
     refuse_unreachable,
+    unreachable_part,
 )
 from mailroom.orchestrator.episode.settings import ActorLimits
 
@@ -70,6 +74,35 @@ def passed_environment(names: Sequence[str], source: Mapping[str, str]) -> dict[
 
 class InstallationMissingError(ConfinementError):
     """A profile's agent CLI installation is not there: the project installs it."""
+
+
+def refuse_unreadable_installation(folder: Path) -> None:
+    """What is inside the installation must be readable by others: the sandbox's user."""
+    mode = folder.stat().st_mode
+    if mode & 0o005 != 0o005:
+        raise SandboxPathError(
+            f"the agent CLI installation {folder} is not readable by others (mode "
+            f"{mode & 0o777:o}): reinstall it with `make agent-clis` under umask 022"
+        )
+
+
+def reachable_installation(folder: Path) -> Path:
+    """The installation where the sandbox's user can reach it: the folder itself, or, when
+    a folder above it is closed to others (a project checked out in a private folder),
+    a copy of hard links (a plain copy across file systems) in a fresh folder under the
+    temporary folder, removed when this process exits."""
+    if os.geteuid() != 0 or unreachable_part(folder) is None:
+        return folder
+    stage = Path(tempfile.mkdtemp(prefix="mailroom-agent-clis-"))
+    atexit.register(shutil.rmtree, stage, True)
+    os.chmod(stage, 0o755)
+    target = stage / folder.name
+    try:
+        shutil.copytree(folder, target, symlinks=True, copy_function=os.link)
+    except OSError:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder, target, symlinks=True)
+    return target
 
 
 def installation_folder(name: str | None) -> Path | None:
@@ -194,7 +227,8 @@ def process_launcher(
     if any(arg == "{python}" for arg in command):
         inside_python()  # refused now, not at the first episode
     if installation is not None:
-        refuse_unreachable(installation, "the agent CLI installation")
+        refuse_unreadable_installation(installation)
+        installation = reachable_installation(installation)
     made_root = mailbox_root is not None and not mailbox_root.exists()
     try:
         if mailbox_root is not None:
