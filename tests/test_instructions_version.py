@@ -146,9 +146,12 @@ def _as_v2(manifest: dict[str, Any]) -> dict[str, Any]:
 def test_a_run_launched_before_manifest_v3_resumes_and_keeps_its_own_manifest(
     tmp_path: Path, mailbox_root: Path
 ) -> None:
+    """Before versions existed every actor was handed v1, whatever its profile said; the
+    shipped profiles named v1's file."""
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
-    request = _request(run_dir, mailbox_root, _declaration("v2"))
+    before = _declaration("prompts/actor_instructions.txt")
+    request = _request(run_dir, mailbox_root, before)
     assert _campaign(request) == 2
     run = RunDirectory(run_dir)
     older = _as_v2(run.read_manifest())
@@ -158,20 +161,23 @@ def test_a_run_launched_before_manifest_v3_resumes_and_keeps_its_own_manifest(
     shutil.rmtree(run_dir / "episodes" / first)
     (run_dir / "episodes" / second / "result.json").unlink()
 
-    assert instructions_of_run(older) == "v2"  # its profile declaration names it
-    resumed = _request(run_dir, mailbox_root, _declaration("v2"))
+    assert instructions_of_run(older) == "v1"
+    assert instructions_of_run({**older, "profile": {"declaration": {"instructions": "v2"}}}) == (
+        "v1"  # a pre-v3 run handed v1 whatever its declaration names
+    )
+    resumed = _request(run_dir, mailbox_root, before)
     assert _campaign(resumed) == 1  # the lost attempt is recorded, never re-run
     assert run.read_manifest() == older  # the run keeps the manifest it was launched with
     rerun = _attempt(run_dir, first, "result.json")
     assert rerun["schema"] == "mailroom.episode_result/v4"
-    assert rerun["instructions_version"] == "v2"
+    assert rerun["instructions_version"] == "v1"
     lost = _attempt(run_dir, second, "result.json")
     assert (lost["outcome"], lost["errors"][0]["code"]) == ("error", "interrupted")
-    assert lost["instructions_version"] == "v2"
+    assert lost["instructions_version"] == "v1"
     assert schema_errors("mailroom.episode_result/v4", lost) == []
 
     # Another version is another run: refused, whichever manifest version the run has.
-    other = _request(run_dir, mailbox_root, _declaration("v1"))
+    other = _request(run_dir, mailbox_root, _declaration("v2"))
     with pytest.raises(ManifestConflictError, match=r"profile\.declaration"):
         run_campaign(other, lambda *_: None, lambda _: None)
     assert run.read_manifest() == older

@@ -20,6 +20,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.profiles import (
+    DEFAULT_INSTRUCTIONS,
     REPO_ROOT,
     actor_instructions_template,
     declared_instructions,
@@ -199,14 +200,11 @@ def manifest_errors(manifest: object) -> list[str]:
 
 def instructions_of_run(manifest: Mapping[str, Any]) -> str:
     """The actor instructions version a run's actors were handed: a v3 manifest names it;
-    a v1 or v2 manifest's profile declaration does (`v1` for a run from before
-    instructions had versions, whose declaration names none)."""
+    before v3 every actor was handed v1, whatever its profile's declaration said."""
     blinding = manifest.get("blinding")
     if isinstance(blinding, Mapping) and isinstance(blinding.get("instructions_version"), str):
         return str(blinding["instructions_version"])
-    profile = manifest.get("profile")
-    declaration = profile.get("declaration") if isinstance(profile, Mapping) else None
-    return declared_instructions(declaration if isinstance(declaration, Mapping) else {})
+    return DEFAULT_INSTRUCTIONS
 
 
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
