@@ -27,7 +27,7 @@ from agent_cli_support.anthropic_standin import AnthropicStandIn
 from agent_cli_support.driver import DriverSettings
 from agent_cli_support.http_standin import StandInServer
 from agent_cli_support.openai_standin import OpenAIStandIn
-from conftest import cli_plan, mailroom_exe, run_cli, sandbox_processes_left
+from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER
 
@@ -157,15 +157,23 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     assert cli.model in started["argv"]
     assert started["env"][cli.key_variable] == "<passed through; value not recorded>"
     assert started["env"]["PATH"].endswith(":/opt/agent-clis/node_modules/.bin")
-    assert _files_holding(run_dir, KEY.encode()) == []
+    endpoint = Path(json.loads((attempt / "endpoint.json").read_text())["endpoint"])
+    assert _files_holding(run_dir, KEY.encode()) == _files_holding(endpoint, KEY.encode()) == []
 
     manifest = json.loads((run_dir / "manifest.json").read_text())
     (declared,) = manifest["profile"]["declaration"]["declared_models"]
     assert declared["identity"] == cli.model and declared["verified"] is False
     assert manifest["confinement"]["network"] == "host"
+    # Which CLI acted, and the wrapper it ran through, are part of the method.
+    lock = json.loads((AGENT_CLI_FOLDER.parent / "package-lock.json").read_text())
+    packages = manifest["environment"]["packages"]
+    for name in lock["packages"][""]["dependencies"]:
+        assert packages[f"npm:{name}"] == lock["packages"][f"node_modules/{name}"]["version"]
+    wrappers = {p.name for p in (REPO / "AgentPolicies" / cli.profile).glob("*.sh")}
+    assert {Path(p).name for p in manifest["profile"].get("programs", {})} == wrappers
     assert cli.key_variable in manifest["confinement"]["pass_env"]
 
-    # The agent talked to the stand-in only, with the model it was told, and the model's
+    # Every request the stand-in saw named the model the agent was told, and the model's
     # calls drove the episode.
     assert requests, "the agent never reached its provider"
     assert {r.path.split("?")[0] for r in requests} <= cli.routes, {r.path for r in requests}
@@ -180,7 +188,6 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     lines = [json.loads(line) for line in trace.splitlines() if line.startswith("{")]
     assert len(lines) >= 2 * ACT_DECISIONS, trace[-2000:]
     assert "resp-1.json" in trace and "closed.json" in trace
-    endpoint = Path(json.loads((attempt / "endpoint.json").read_text())["endpoint"])
     assert sorted(p.name for p in (endpoint / "scratch").iterdir()) == []
 
     audited = run_cli("audit", str(run_dir))

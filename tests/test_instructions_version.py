@@ -139,6 +139,7 @@ def _as_v2(manifest: dict[str, Any]) -> dict[str, Any]:
     older = {**manifest, "schema": "mailroom.run_manifest/v2"}
     older["blinding"] = dict(manifest["blinding"])
     del older["blinding"]["instructions_version"]
+    older["profile"] = {k: v for k, v in manifest["profile"].items() if k != "programs"}
     assert schema_errors("mailroom.run_manifest/v2", older) == []
     return older
 

@@ -295,3 +295,21 @@ def test_a_refused_launch_leaves_no_default_mailbox_root_behind(
         )
         assert refused.returncode in (2, 9), refused.stderr
         assert list(open_folder.iterdir()) == []
+
+
+def test_a_model_named_beside_the_coordinators_own_actor_is_recorded_not_passed() -> None:
+    loaded = load_profile("claude_code")
+    (named,) = loaded.profile.with_model("m-2", passed=False).declaration()["declared_models"]
+    assert named["identity"] == "m-2" and "not passed by mailroom" in named["note"]
+    command = profile_actor_command(loaded, "m-2")
+    assert command is not None and command[-2:] == ["--model", "m-2"]
+
+
+def test_an_agent_whose_state_lives_in_the_sandboxs_tmp_is_refused_unconfined() -> None:
+    """Unconfined, /tmp is the machine's: episodes would share the agent's memory."""
+    with pytest.raises(ConfinementError, match=r"CLAUDE_CONFIG_DIR.*run it confined"):
+        process_launcher(
+            ["claude", "-p"],
+            confinement=ConfinementSettings(mode="none"),
+            environment={"CLAUDE_CONFIG_DIR": "/tmp/claude-code"},
+        )

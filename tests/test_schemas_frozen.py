@@ -59,7 +59,7 @@ FROZEN = {
         "bf5cbe685cd5db388d76d3c8401b54ca92c93f2b6d6c58696b4c7bf52c2bba69"
     ),
     "mailroom.run_manifest.v3.json": (
-        "39d669b298ca72acfbee9aa6e51a0e668989bb1c15d43b9a9921c9a40bf2b09c"
+        "a33169c9e83195183cac5c2aad58350a21744e313e189408e3e748967a3e8de2"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

@@ -233,18 +233,22 @@ def test_malformed_hostile_and_foreign_lines_are_left_out_and_said(
             jsonl({"type": "mystery"}),
             jsonl({"type": "assistant", "message": "not an object"}),
             jsonl({"type": "user", "message": {"content": [orphan_result]}}),
-            b"\n[mailroom: truncated here; 12345 more bytes]\n",
-            b'{"type": "assistant", "mess',
+            b"[mailroom: truncated here; 999 more bytes]\n",  # the actor's, mid-stream
+            b'{"type": "assistant", "mess',  # cut here by the orchestrator, whose marker
+            b"\n[mailroom: truncated here; 12345 more bytes]\n",  # is the last line
         ]
     )
     trace = parse_trace(data, "claude_stream_json")
     assert trace.readable
     assert trace.problems == [
-        "not a JSON object: line 1, 2, 3, 5: left out",
+        "not a JSON object: line 1, 2, 3, 5, 10, ... (6 in all): left out",
         "longer than 10000 bytes: line 4: left out",
         "not an event of claude_stream_json this viewer reads: line 7: left out",
-        "incomplete (still being written?): line 12: left out",
     ]
+    assert (
+        "incomplete"
+        in parse_trace(b'{"type": "assistant", "mess', "claude_stream_json").problems[0]
+    )
     text, orphan, cut = trace.steps
     assert text.text is not None and text.text.text == "? ok"  # a lone surrogate replaced
     assert text.text.text.encode("utf-8")

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.process import ActorProcess, render_command
 from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER, LoadedProfile, load_profile
 from mailroom.orchestrator.actors.sandbox import (
+    PROGRAMS_INSIDE,
     ActorProgram,
     OuterIdentity,
     ProgramSearch,
@@ -79,7 +81,7 @@ class InstallationMissingError(ConfinementError):
 def refuse_unreadable_installation(folder: Path) -> None:
     """What is inside the installation must be readable by others: the sandbox's user."""
     mode = folder.stat().st_mode
-    if mode & 0o005 != 0o005:
+    if os.geteuid() == 0 and mode & 0o005 != 0o005:  # else the sandbox is the same user
         raise SandboxPathError(
             f"the agent CLI installation {folder} is not readable by others (mode "
             f"{mode & 0o777:o}): reinstall it with `make agent-clis` under umask 022"
@@ -93,15 +95,32 @@ def reachable_installation(folder: Path) -> Path:
     temporary folder, removed when this process exits."""
     if os.geteuid() != 0 or unreachable_part(folder) is None:
         return folder
-    stage = Path(tempfile.mkdtemp(prefix="mailroom-agent-clis-"))
+    for place in dict.fromkeys((tempfile.gettempdir(), "/var/tmp")):
+        target = _staged(folder, Path(place), link=True)
+        if target is not None:
+            return target
+    target = _staged(folder, Path(tempfile.gettempdir()), link=False)
+    if target is None:
+        raise SandboxPathError(f"the agent CLI installation {folder} cannot be staged")
+    return target
+
+
+def _staged(folder: Path, place: Path, *, link: bool) -> Path | None:
+    """`folder` copied (as hard links, or plainly) into a fresh open folder in `place`."""
+    try:
+        stage = Path(tempfile.mkdtemp(prefix="mailroom-agent-clis-", dir=place))
+    except OSError:
+        return None
     atexit.register(shutil.rmtree, stage, True)
     os.chmod(stage, 0o755)
     target = stage / folder.name
     try:
-        shutil.copytree(folder, target, symlinks=True, copy_function=os.link)
+        shutil.copytree(
+            folder, target, symlinks=True, copy_function=os.link if link else shutil.copy2
+        )
     except OSError:
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(folder, target, symlinks=True)
+        shutil.rmtree(stage, ignore_errors=True)
+        return None
     return target
 
 
@@ -136,6 +155,14 @@ class ProcessLauncher:
     @property
     def confinement(self) -> ConfinementSettings:
         return self.settings
+
+    def programs(self) -> dict[str, str]:
+        """The profile's own programs copied into each sandbox: path inside -> sha256."""
+        return {
+            inside: sha256_bytes(Path(host).read_bytes())
+            for host, inside in self.program.copied_files
+            if Path(inside).is_relative_to(PROGRAMS_INSIDE)
+        }
 
     def identity(self) -> OuterIdentity:
         return OuterIdentity.fresh() if self.sandbox is not None else OuterIdentity(None, None)
@@ -213,6 +240,13 @@ def process_launcher(
     if settings.mode == "external":
         raise ConfinementError("an external actor is not started by the orchestrator")
     if settings.mode == "none":
+        shared = sorted(n for n, v in fixed if v == "/tmp" or v.startswith("/tmp/"))
+        if shared:
+            raise ConfinementError(
+                f"the profile keeps its agent's own state in /tmp ({', '.join(shared)}), "
+                "which is private to each sandbox: unconfined, concurrent and later episodes "
+                "would share it (cross-episode memory); run it confined"
+            )
         search = ProgramSearch.of(settings.read_only_paths, installation, installation_inside=None)
         program = ActorProgram(tuple(command), path=search.inside_path)
         return ProcessLauncher(program, settings, limits, None, fixed)

@@ -176,7 +176,7 @@ class MethodProfile(_Strict):
         """The declaration as the manifest records it (no defaults added)."""
         return self.model_dump(mode="json", exclude_unset=True)
 
-    def with_model(self, model: str | None) -> MethodProfile:
+    def with_model(self, model: str | None, *, passed: bool = True) -> MethodProfile:
         """The profile with the model the coordinator named recorded as declared and
         unverified for its actor role; no model: the actor role's identity stays (an
         agent CLI's default model is unknown)."""
@@ -191,7 +191,11 @@ class MethodProfile(_Strict):
                 (m.provider for m in self.declared_models if m.role == "actor"), "unknown"
             ),
             verified=False,
-            note="named by the coordinator (--model) and passed to the actor; declared, unverified",
+            note=(
+                "named by the coordinator (--model)"
+                + ("; passed to the actor's command" if passed else "; not passed by mailroom")
+                + "; declared, unverified"
+            ),
         )
         others = [m for m in self.declared_models if m.role != "actor"]
         data = self.declaration()

@@ -432,7 +432,7 @@ def prepare_program(
         if candidate is not None and ("/" in arg or index > 0) and candidate.is_file():
             real = Path(os.path.realpath(candidate))
             if search.visible(candidate, read_only_paths) and search.visible(real, read_only_paths):
-                if candidate.is_relative_to("/usr"):
+                if candidate.is_relative_to("/usr") or real.is_relative_to("/usr"):
                     refuse_private(candidate, private, "the actor command names a file that")
                 if index == 0:
                     _check_interpreter(real, search, read_only_paths)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from mailroom.orchestrator.actors.profiles import actor_instructions_template
+from mailroom.orchestrator.actors.profiles import INSTRUCTION_FILES, actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry, load_catalog
 from mailroom.orchestrator.catalog.para import ParaEntry
@@ -255,7 +255,7 @@ def build_identifiers(
 ) -> Identifiers:
     """The rules, in reporting order; a kind is reported once per place."""
     cases = list(cases)
-    template = _ascii_lower(actor_instructions_template())
+    template = _ascii_lower("\n".join(map(actor_instructions_template, INSTRUCTION_FILES)))
     facts = _case_facts(cases)
     scenes = {m.group(1) for n in facts.task_names if (m := _SCENE.match(n)) is not None}
     seeds = {str(c.seed) for c in cases}

@@ -136,6 +136,7 @@ def _manifest(request: CampaignRequest, run: RunDirectory) -> dict[str, Any]:
         confinement=request.confinement,
         sandbox_tool=None if sandbox is None else sandbox.tool,
         benchmark=request.plan.benchmark,
+        programs=None if request.launcher is None else request.launcher.programs(),
     )
 
 

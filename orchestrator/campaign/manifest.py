@@ -20,6 +20,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.profiles import (
+    AGENT_CLI_FOLDER,
     DEFAULT_INSTRUCTIONS,
     REPO_ROOT,
     actor_instructions_template,
@@ -88,6 +89,23 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def agent_cli_versions(declaration: Mapping[str, Any]) -> dict[str, str | None]:
+    """With an agent CLI installation, its npm packages' installed versions (`npm:NAME`):
+    which CLI acted is part of the method."""
+    actor = declaration.get("actor")
+    if not (isinstance(actor, Mapping) and actor.get("installation") == "agent_clis"):
+        return {}
+    wanted = json.loads((AGENT_CLI_FOLDER.parent / "package.json").read_text("utf-8"))
+    versions: dict[str, str | None] = {}
+    for name in sorted(wanted.get("dependencies", {})):
+        try:
+            installed = json.loads((AGENT_CLI_FOLDER / name / "package.json").read_text("utf-8"))
+            versions[f"npm:{name}"] = str(installed["version"])
+        except (OSError, ValueError, KeyError):
+            versions[f"npm:{name}"] = None
+    return versions
+
+
 def build_manifest(
     *,
     run_id: str,
@@ -105,6 +123,7 @@ def build_manifest(
     confinement: ConfinementSettings,
     sandbox_tool: SandboxTool | None = None,
     benchmark: str = "libero",
+    programs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     if confinement.mode == "external" and actor_command is not None:
         raise ValueError("a spawned actor is confined by the sandbox or explicitly 'none'")
@@ -128,7 +147,10 @@ def build_manifest(
             "python": sys.version.split()[0],
             "platform": platform.platform(),
             "machine": platform.machine(),
-            "packages": {name: package_version(name) for name in PACKAGES},
+            "packages": {
+                **{name: package_version(name) for name in PACKAGES},
+                **agent_cli_versions(profile_declaration),
+            },
             "mujoco_gl": os.environ.get("MUJOCO_GL", ""),
         },
         "protocol": {
@@ -149,6 +171,7 @@ def build_manifest(
             "declaration_sha256": declaration_sha256(profile_declaration),
             "declaration": profile_declaration,
             "capability_score": bool(profile_declaration.get("capability_score", False)),
+            **({"programs": dict(sorted(programs.items()))} if programs else {}),
         },
         "settings": settings.model_dump(mode="json"),
         "transport": {
@@ -210,14 +233,16 @@ def instructions_of_run(manifest: Mapping[str, Any]) -> str:
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
     """The manifest this code would write, in the version a run recorded its own, so a
     resume compares like with like. A v2 run's is the same without
-    `blinding.instructions_version`: nothing is lost, since its profile declaration (and
-    `instructions_sha256`) fix the version and are compared. Any other version is left as
+    `blinding.instructions_version` and `profile.programs`: its profile declaration (and
+    `instructions_sha256`) fix the version and are compared; its programs' bytes were not
+    recorded. Any other version is left as
     it is: a v1 run recorded no confinement, which cannot be left out of the comparison,
     so a resume of one is refused as before."""
     if schema != MANIFEST_SCHEMA_V2 or proposed.get("schema") != MANIFEST_SCHEMA:
         return proposed
     blinding = {k: v for k, v in proposed["blinding"].items() if k != "instructions_version"}
-    return {**proposed, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding}
+    profile = {k: v for k, v in proposed["profile"].items() if k != "programs"}
+    return {**proposed, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding, "profile": profile}
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:

@@ -75,11 +75,14 @@ def _new_run_id() -> str:
     return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
 
 
-def load_profile_option(reference: str, model: str | None = None) -> LoadedProfile:
+def load_profile_option(
+    reference: str, model: str | None = None, *, model_passed: bool = True
+) -> LoadedProfile:
     """`--profile` (a name under AgentPolicies/ or a path) with `--model` declared."""
     try:
         loaded = load_profile(reference)
-        return LoadedProfile(loaded.profile.with_model(model), loaded.directory)
+        profile = loaded.profile.with_model(model, passed=model_passed)
+        return LoadedProfile(profile, loaded.directory)
     except ProfileError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -633,16 +636,20 @@ def launch(
     corrupt result; 5 refused (conflicting manifest, run in use); 7 the run directory
     failed (full, read-only): nothing partial was written; 2 usage error.
     """
-    loaded = load_profile_option(profile, model)
+    # With --actor the command is the coordinator's: a model named is recorded only.
+    loaded = load_profile_option(profile, model, model_passed=actor is None)
     if options["min_decisions_before_stop"] is None:
         rule = loaded.profile.persistence_rule
         options["min_decisions_before_stop"] = rule.min_decisions_before_stop
     settings = _settings_from(options)
     memory = _memory_policy(max_memory)
     declaration = loaded.profile.confinement
-    actor_command = (
-        shlex.split(actor) if actor is not None else profile_actor_command(loaded, model)
-    )
+    if actor is not None:
+        actor_command: list[str] | None = shlex.split(actor)
+    elif confinement == "external":
+        actor_command = None  # launch messages, even for a profile with a command
+    else:
+        actor_command = profile_actor_command(loaded, model)
     if actor_command == []:
         raise click.UsageError("--actor is empty")
     if ray_address is not None and executor != "ray":

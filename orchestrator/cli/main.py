@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import cast
 
 import click
-from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.sim.headless import configure_headless_rendering
 from rich.table import Table
@@ -117,7 +116,9 @@ def demo(
     from mailroom.orchestrator.cli.launch import (
         build_launcher,
         load_profile_option,
+        own_mailbox_root,
         profile_actor_command,
+        refuse_private_mailbox_root,
     )
     from mailroom.orchestrator.episode.blinded import run_blinded_episode
     from mailroom.orchestrator.episode.settings import RunSettings
@@ -132,72 +133,74 @@ def demo(
         watch_mode=cast(WatchMode, watch_mode),
     )
     run_dir = run_dir or _new_run_dir(profile, "demo")
-    mailbox_root = mailbox_root or new_mailbox_root()
-    if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
-        raise click.UsageError("the run directory must not be under the mailbox root")
-    run = RunDirectory(run_dir)
-    if run.exists():
-        raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
-    loaded = load_profile_option(profile)
-    limits = loaded.profile.limits
-    actor = profile_actor_command(loaded, None)
-    assert actor is not None  # the diagnostic profile declares its actor
-    chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
-    launcher = build_launcher(
-        actor,
-        confinement=chosen,
-        limits=limits,
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        profile=loaded,
-    )
-    assert launcher is not None
     # A run of one case like any other, so report, audit and export read it.
     plan = build_plan("task_coverage", suite=DEMO_CASE.suite, task_ids=[DEMO_CASE.task_index])
     (case,) = plan.to_cases()
-    manifest = build_manifest(
-        run_id=run_dir.name,
-        plan_sha256=plan.plan_sha256,
-        plan_kind=plan.kind,
-        n_cases=1,
-        profile_name=profile,
-        profile_declaration=loaded.profile.declaration(),
-        settings=settings,
-        actor_command=actor,
-        record="full",
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        workers=1,
-        confinement=chosen,
-        sandbox_tool=None if launcher.sandbox is None else launcher.sandbox.tool,
-    )
-    run.write_manifest(manifest)
-    run.plan_path.write_bytes(render_plan(plan))
-    run.event("launched", volatile=manifest["volatile"])
-    adapter = LiberoAdapter(
-        control_cap=settings.control_cap(reference_horizon(case.suite).controls)
-    )
-    try:
-        with console.status("running one blinded episode on the real simulator..."):
-            result = run_blinded_episode(
-                case,
-                attempt=1,
-                settings=settings,
-                adapter=adapter,
-                run_dir=run_dir,
-                mailbox_root=mailbox_root,
-                launch_actor=launcher,
-                limits=limits,
-                instructions=loaded.profile.instructions_version,
-            )
-        run.event("launch_finished")
-    finally:
-        adapter.close()
-    if as_json:
-        sys.stdout.write(json.dumps(result.document(), indent=2, sort_keys=True) + "\n")
-    else:
-        _print_result(result, run_dir)
-    sys.exit(EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK)
+    with own_mailbox_root(mailbox_root) as mailbox_root:
+        if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
+            raise click.UsageError("the run directory must not be under the mailbox root")
+        run = RunDirectory(run_dir)
+        if run.exists():
+            raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
+        refuse_private_mailbox_root(run_dir, mailbox_root, plan)
+        loaded = load_profile_option(profile)
+        limits = loaded.profile.limits
+        actor = profile_actor_command(loaded, None)
+        assert actor is not None  # the diagnostic profile declares its actor
+        chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
+        launcher = build_launcher(
+            actor,
+            confinement=chosen,
+            limits=limits,
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            profile=loaded,
+        )
+        assert launcher is not None
+        manifest = build_manifest(
+            run_id=run_dir.name,
+            plan_sha256=plan.plan_sha256,
+            plan_kind=plan.kind,
+            n_cases=1,
+            profile_name=profile,
+            profile_declaration=loaded.profile.declaration(),
+            settings=settings,
+            actor_command=actor,
+            record="full",
+            run_dir=run_dir,
+            mailbox_root=mailbox_root,
+            workers=1,
+            confinement=chosen,
+            sandbox_tool=None if launcher.sandbox is None else launcher.sandbox.tool,
+            programs=launcher.programs(),
+        )
+        run.write_manifest(manifest)
+        run.plan_path.write_bytes(render_plan(plan))
+        run.event("launched", volatile=manifest["volatile"])
+        adapter = LiberoAdapter(
+            control_cap=settings.control_cap(reference_horizon(case.suite).controls)
+        )
+        try:
+            with console.status("running one blinded episode on the real simulator..."):
+                result = run_blinded_episode(
+                    case,
+                    attempt=1,
+                    settings=settings,
+                    adapter=adapter,
+                    run_dir=run_dir,
+                    mailbox_root=mailbox_root,
+                    launch_actor=launcher,
+                    limits=limits,
+                    instructions=loaded.profile.instructions_version,
+                )
+            run.event("launch_finished")
+        finally:
+            adapter.close()
+        if as_json:
+            sys.stdout.write(json.dumps(result.document(), indent=2, sort_keys=True) + "\n")
+        else:
+            _print_result(result, run_dir)
+        sys.exit(EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK)
 
 
 def _register() -> None:

@@ -462,6 +462,9 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
     reader = _Reader(fmt)
     ids: dict[str, Step] = {}
     open_line = None if data.endswith(b"\n") else data.count(b"\n") + 1
+    # The orchestrator's cut marker is the output's last line; anywhere else an actor
+    # wrote it, and it is the actor's text.
+    final_line = data.rstrip(b"\n").count(b"\n") + 1
     stopped = ""
     for number, raw in _lines(data):
         if number > MAX_LINES:
@@ -473,7 +476,7 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
         if len(line) > MAX_LINE_BYTES:
             reader.leave_out(f"longer than {MAX_LINE_BYTES} bytes", number)
             continue
-        cut = _CUT_MARKER.match(line)
+        cut = _CUT_MARKER.match(line) if number == final_line else None
         if cut:
             said = f"the orchestrator kept no more of the output ({int(cut.group(1))} bytes more)"
             reader.add(Step("note", number, text=Clipped.of(said)))
