@@ -32,7 +32,8 @@ class ConfinementError(ValueError):
     """A confinement request that cannot be honoured: refused before anything starts."""
 
 
-def _env_names(names: list[str]) -> list[str]:
+def env_names(names: list[str]) -> list[str]:
+    """Variable names a profile may declare, each once (the base ones are always set)."""
     for name in names:
         if not ENV_NAME.match(name):
             raise ValueError(f"{name!r} is not an environment variable name")
@@ -55,7 +56,7 @@ class ConfinementDeclaration(BaseModel):
     pass_env_optional: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
     read_only_paths: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
 
-    _names = field_validator("pass_env", "pass_env_optional")(_env_names)
+    _names = field_validator("pass_env", "pass_env_optional")(env_names)
 
     @property
     def all_passed(self) -> list[str]:

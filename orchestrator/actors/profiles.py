@@ -17,11 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mailroom.orchestrator.actors.confinement import (
-    BASE_ENVIRONMENT,
-    ENV_NAME,
-    ConfinementDeclaration,
-)
+from mailroom.orchestrator.actors.confinement import ConfinementDeclaration, env_names
 from mailroom.orchestrator.episode.settings import ActorLimits
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -123,11 +119,8 @@ class ActorDeclaration(_Strict):
     @field_validator("environment")
     @classmethod
     def _fixed_names(cls, environment: dict[str, str]) -> dict[str, str]:
+        env_names(list(environment))
         for name, value in environment.items():
-            if not ENV_NAME.match(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
-            if name in BASE_ENVIRONMENT:
-                raise ValueError(f"{name} is always set by the orchestrator")
             if "\0" in value:
                 raise ValueError(f"the value of {name} holds a NUL byte")
         return environment

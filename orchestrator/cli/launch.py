@@ -352,8 +352,8 @@ def own_mailbox_root(given: Path | None) -> Iterator[Path]:
 
 def refuse_private_mailbox_root(run_dir: Path, mailbox_root: Path, plan: Plan) -> None:
     """Every endpoint path lies under the mailbox root and is handed to an actor: a root
-    whose path names the run, a suite, a task, a seed or a date is refused (exit 2)
-    before anything is made, naming the word."""
+    whose path names the run, a case, a suite, a task, a seed, a date or the benchmark is
+    refused (exit 2) before anything is made, naming the word."""
     from mailroom.orchestrator.audit.patterns import launch_identifiers, path_disclosures
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
 
@@ -637,7 +637,8 @@ def launch(
     failed (full, read-only): nothing partial was written; 2 usage error.
     """
     # With --actor the command is the coordinator's: a model named is recorded only.
-    loaded = load_profile_option(profile, model, model_passed=actor is None)
+    passed = actor is None and confinement != "external"
+    loaded = load_profile_option(profile, model, model_passed=passed)
     if options["min_decisions_before_stop"] is None:
         rule = loaded.profile.persistence_rule
         options["min_decisions_before_stop"] = rule.min_decisions_before_stop

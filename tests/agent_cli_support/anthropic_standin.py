@@ -10,16 +10,15 @@ estimate, `HEAD /` and `GET /` answer 200, anything else 404 in the API's error 
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import Any
 
-from .driver import Conversation, DriverSettings, FinalText, Move, ShellCommand, next_move
+from .driver import Conversation, FinalText, Move, ShellCommand, next_move
 from .http_standin import (
     Reply,
     Request,
+    ScriptedStandIn,
     SseEvent,
-    StandInServer,
     approximate_tokens,
     new_id,
     summarize_tools,
@@ -83,18 +82,13 @@ def tool_input(tool: dict[str, Any], move: ShellCommand) -> dict[str, Any]:
     return arguments
 
 
-class AnthropicStandIn(StandInServer):
+class AnthropicStandIn(ScriptedStandIn):
     name = "anthropic"
 
-    def __init__(self, settings: DriverSettings | None = None) -> None:
-        super().__init__()
-        self.settings = settings or DriverSettings()
-        self._ids = itertools.count(1)
-
     def handle(self, request: Request) -> tuple[Reply, str]:
+        if (probe := self.root(request)) is not None:
+            return probe
         route = request.route.rstrip("/")
-        if request.method in ("HEAD", "GET") and route == "":
-            return Reply(200), "root"
         if request.method == "POST" and route == "/v1/messages/count_tokens":
             tokens = approximate_tokens(request.body)
             return Reply(200, {"input_tokens": tokens}), f"count_tokens {tokens}"

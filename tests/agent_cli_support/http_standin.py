@@ -8,6 +8,7 @@ per event, like a real provider's.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import threading
 import time
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
+
+from .driver import DriverSettings
 
 MAX_BODY_BYTES = 64 << 20
 
@@ -258,6 +261,21 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_OPTIONS(self) -> None:
         self._serve()
+
+
+class ScriptedStandIn(StandInServer):
+    """A provider whose model is the scripted mailbox driver, with its own id counter."""
+
+    def __init__(self, settings: DriverSettings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or DriverSettings()
+        self._ids = itertools.count(1)
+
+    def root(self, request: Request) -> tuple[Reply, str] | None:
+        """The answer to a probe of the server's root (`HEAD /`), else None."""
+        if request.method in ("HEAD", "GET") and request.route.rstrip("/") == "":
+            return Reply(200), "root"
+        return None
 
 
 def approximate_tokens(body: bytes) -> int:

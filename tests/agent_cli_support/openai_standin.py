@@ -18,17 +18,16 @@ awaits `tools.exec_command(...)` and hands its output back with `text(...)`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from typing import Any
 
-from .driver import Conversation, DriverSettings, FinalText, Move, ShellCommand, next_move
+from .driver import Conversation, FinalText, Move, ShellCommand, next_move
 from .http_standin import (
     Reply,
     Request,
+    ScriptedStandIn,
     SseEvent,
-    StandInServer,
     approximate_tokens,
     new_id,
     summarize_tools,
@@ -142,18 +141,13 @@ def has_shell_tool(body: dict[str, Any]) -> bool:
     return bool(functions) or code_mode_exec(body)
 
 
-class OpenAIStandIn(StandInServer):
+class OpenAIStandIn(ScriptedStandIn):
     name = "openai"
 
-    def __init__(self, settings: DriverSettings | None = None) -> None:
-        super().__init__()
-        self.settings = settings or DriverSettings()
-        self._ids = itertools.count(1)
-
     def handle(self, request: Request) -> tuple[Reply, str]:
+        if (probe := self.root(request)) is not None:
+            return probe
         route = request.route.rstrip("/")
-        if request.method in ("HEAD", "GET") and route == "":
-            return Reply(200), "root"
         if request.method == "GET" and route == "/v1/models":
             return Reply(200, {"object": "list", "data": []}), "models"
         if request.method == "POST" and route == "/v1/responses":
