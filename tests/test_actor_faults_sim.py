@@ -21,10 +21,11 @@ from conftest import copied_actor
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.sandbox import leftover_processes
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
-from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import probe_video
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.libero import LiberoAdapter

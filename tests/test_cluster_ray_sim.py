@@ -26,6 +26,7 @@ import pytest
 from conftest import cli_plan, launch_command, mailroom_exe, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
 from mailroom.orchestrator.campaign.manifest import build_manifest
@@ -34,7 +35,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import Plan, build_plan, content_sha256, render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.cluster.worker import WorkerPlace
-from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -21,6 +21,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import actor_instructions_template, profile_dir
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
@@ -31,7 +32,7 @@ from mailroom.orchestrator.campaign.manifest import (
 )
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.plans import build_plan, render_plan
-from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.fake import FakeSimulator
 from test_export import make_run
 

@@ -19,6 +19,7 @@ from conftest import assert_usage_error, cli_plan, run_cli
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import (
     AGENT_POLICIES,
     INSTRUCTION_FILES,
@@ -30,7 +31,6 @@ from mailroom.orchestrator.actors.profiles import (
 )
 from mailroom.orchestrator.actors.sandbox import COPY_CAP_BYTES, SAFE_PATH, leftover_processes
 from mailroom.orchestrator.cli.launch import profile_actor_command
-from mailroom.orchestrator.episode.settings import ActorLimits
 
 
 def _write_profile(folder: Path, **fields: object) -> Path:

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.replay.diagnostics import (
     GoalTracker,
     read_diagnostics,

@@ -27,6 +27,7 @@ from mailroom.orchestrator.actors.confinement import (
     resolve_confinement,
 )
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES
 from mailroom.orchestrator.actors.sandbox import (
     SandboxPathError,
@@ -36,7 +37,6 @@ from mailroom.orchestrator.actors.sandbox import (
     unreachable_part,
 )
 from mailroom.orchestrator.cli.main import main
-from mailroom.orchestrator.episode.settings import ActorLimits
 
 
 def _launcher(

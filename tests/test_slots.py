@@ -18,11 +18,12 @@ from typing import Any
 from conftest import actor_started_events, kill_sandbox_user, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import WorkOutcome
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.catalog.plans import build_plan, render_plan
-from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import (
     ControlOutcome,
     EpisodeStart,

@@ -16,6 +16,7 @@ from typing import Protocol
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.process import ActorProcess, render_command
 from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER, LoadedProfile, load_profile
 from mailroom.orchestrator.actors.sandbox import (
@@ -33,7 +34,6 @@ from mailroom.orchestrator.actors.sandbox import (
     refuse_unreachable,
     unreachable_part,
 )
-from mailroom.orchestrator.episode.settings import ActorLimits
 
 
 class ActorHandle(Protocol):

@@ -17,13 +17,13 @@ from typing import IO
 
 from mailroom.orchestrator.actors.confinement import REDACTED
 from mailroom.orchestrator.actors.lifetime import die_with_this_process
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.sandbox import (
     SAFE_PATH,
     OuterIdentity,
     SandboxCommand,
     kill_leftovers,
 )
-from mailroom.orchestrator.episode.settings import ActorLimits
 
 OUTPUT_CAP_BYTES = ActorLimits().output_mb << 20  # kept of each of stdout and stderr
 OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mailroom.orchestrator.actors.confinement import ConfinementDeclaration, env_names
-from mailroom.orchestrator.episode.settings import ActorLimits
+from mailroom.orchestrator.actors.limits import ActorLimits
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # Strict editable installs link each module back to the repository.

@@ -17,6 +17,7 @@ from typing import Any
 from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import declared_instructions
 from mailroom.orchestrator.campaign.admission import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
@@ -37,7 +38,7 @@ from mailroom.orchestrator.catalog.para import (
     render_para,
 )
 from mailroom.orchestrator.catalog.plans import Plan
-from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.sim.base import SimulatorFactory
 
 SEEN_THEN_STOPPED = (

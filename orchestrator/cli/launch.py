@@ -23,6 +23,7 @@ from mailroom.orchestrator.actors.confinement import (
     settings_of_run,
 )
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launcher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import (
     AGENT_POLICIES,
     LoadedProfile,
@@ -59,7 +60,6 @@ from mailroom.orchestrator.cli.options import (
 )
 from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import (
-    ActorLimits,
     BudgetMode,
     InvalidActionHandling,
     OutboxDurability,

@@ -11,6 +11,7 @@ from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import (
     DEFAULT_INSTRUCTIONS,
     actor_instructions_template,
@@ -27,7 +28,7 @@ from mailroom.orchestrator.episode.runner import (
     FrameSink,
     drive,
 )
-from mailroom.orchestrator.episode.settings import ActorLimits, RecordMode, RunSettings
+from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
