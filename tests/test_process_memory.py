@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 REPORT = (
-    "import json, resource; from mailroom.orchestrator.perf.process_memory import peak_rss_mb; "
+    "import json, resource; from mailroom.measures import peak_rss_mb; "
     "{touch}"
     "print(json.dumps([peak_rss_mb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]))"
 )

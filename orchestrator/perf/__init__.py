@@ -1,4 +1,5 @@
 """Measurement, never a score: the benchmarks run by hand (decision costs, detection
-latency, audit speed), and the two probes production code carries, off or near-free:
-the phase clock and a process's peak memory.
+latency, audit speed, throughput, the cluster's overhead). The probes production code
+carries (the phase clock, a process's memory) are `mailroom.measures`, below everything;
+the benchmarks here read them.
 """

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
-from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
 from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.sim.libero import LiberoAdapter

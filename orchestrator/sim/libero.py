@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
+from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.frozen import catalog_entry
 from mailroom.orchestrator.catalog.para import PARA_SUITE
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite
-from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.sim.base import (
     CAMERAS,
     IMAGE_SIZE,

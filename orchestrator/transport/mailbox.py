@@ -32,9 +32,9 @@ from mailroom.mailbox.watcher import (
     InboxWatcher,
     WatchMode,
 )
+from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import OutboxDurability
-from mailroom.orchestrator.perf.phase_clock import CLOCK
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, TimedOut
 from mailroom.orchestrator.transport.observation import observation_document
 from mailroom.orchestrator.transport.png import encode_png

@@ -1,18 +1,32 @@
-"""Phase timing for the benchmark: off by default, near-free when off.
+"""The two probes production code carries: the phase clock and a process's memory.
 
-A decision cycle runs from a claimed response to the next published observation;
+Below every other module of mailroom (it imports only the standard library), so the
+simulator, the transport, the runner and the campaign's workers can carry them without
+depending on the measurement code in `orchestrator/perf/` that reads them.
+
+The phase clock (`CLOCK`), for the benchmark: off by default, near-free when off. A
+decision cycle runs from a claimed response to the next published observation;
 phases timed inside it are summed per cycle, so medians are per decision. A transport
 that publishes ends the cycle at the publication itself (the runner's own `end_cycle`
 after `deliver` is then a no-op): bookkeeping done after it overlaps the actor's work,
 and is still sampled per phase.
+
+The memory probes (`rss_mb`, `peak_rss_mb`), for per-worker figures and the campaign's
+memory admission. `getrusage(RUSAGE_SELF).ru_maxrss` is not this process's own peak on
+Linux: a process started by fork and exec (multiprocessing's spawn, subprocess) inherits
+the parent's high-water mark at the fork. A worker spawned by a coordinator that holds a
+simulator would report the coordinator's memory. `VmHWM` in /proc/self/status belongs to
+the process's own address space.
 """
 
 from __future__ import annotations
 
 import contextlib
+import resource
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 
 class PhaseClock:
@@ -63,3 +77,29 @@ class PhaseClock:
 
 
 CLOCK = PhaseClock()
+
+
+_STATUS = Path("/proc/self/status")
+
+
+def _status_mb(field: str) -> float | None:
+    try:
+        for line in _STATUS.read_text(encoding="ascii").splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) / 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def rss_mb() -> float:
+    """This process's resident set now, in MiB (0 where /proc cannot say)."""
+    return _status_mb("VmRSS") or 0.0
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident set, in MiB."""
+    peak = _status_mb("VmHWM")
+    if peak is not None:
+        return peak
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
