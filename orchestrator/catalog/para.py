@@ -115,6 +115,26 @@ class ParaCatalog(FrozenModel):
         ]
 
 
+NO_CELL = "(none)"  # how a paraphrase that sits directly in the copy is reported
+
+
+def para_task_name(goal_task_name: str, para_path: str) -> str:
+    """A paraphrase's task name: its Goal task's name, then its file's path in the copy
+    (whose folders name its cell). The one place this format is written."""
+    return f"{goal_task_name}/{para_path}"
+
+
+def goal_task_of(task_name: str) -> str:
+    """The Goal task a paraphrase's task name names."""
+    return task_name.partition("/")[0]
+
+
+def cell_of(task_name: str) -> str:
+    """A paraphrase's cell, read from its task name (`NO_CELL` for none)."""
+    cell = Path(task_name.partition("/")[2]).parent.as_posix()
+    return NO_CELL if cell == "." else cell
+
+
 def _without_language(text: str) -> str:
     return " ".join(_LANGUAGE.sub(" ", text).split())
 
@@ -287,7 +307,7 @@ def read_para_copy(directory: Path) -> ParaCatalog:
                 suite=PARA_SUITE,
                 base_suite=GOAL_SUITE,
                 task_index=len(entries),
-                task_name=f"{base.task_name}/{relative}",
+                task_name=para_task_name(base.task_name, relative),
                 instruction=language,
                 instruction_source="bddl.language_instruction",
                 task_language=base.task_language,

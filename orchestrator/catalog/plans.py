@@ -213,24 +213,26 @@ def _kind(kind: str) -> PlanKind:
 
 
 @dataclass(frozen=True)
-class _Selection:
+class Selection:
+    """What a plan kind picks: its cases, and how the plan describes them."""
+
     label: str
     description: str
     cases: list[PlanCase]
 
 
-def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
     suite = suite or FAST_SUITE
     entries = _select(catalog, suite, FAST_TASK_IDS if task_ids is None else task_ids)
     ids = _ids([e.task_index for e in entries])
-    return _Selection(
+    return Selection(
         label=f"fast: {suite} tasks {ids}, each once",
         description=f"Fast plan: preselected {suite} tasks {ids}, {_ONCE_NOTE}",
         cases=_once(entries),
     )
 
 
-def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
     if suite is not None and suite != DEVELOPMENT_SUITE:
         raise PlanOptionError(
             f"plan kind 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}"
@@ -243,7 +245,7 @@ def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | 
         )
     entries = _select(catalog, DEVELOPMENT_SUITE, wanted)
     ids = _ids(wanted)
-    return _Selection(
+    return Selection(
         label=f"development: {DEVELOPMENT_SUITE} tasks {ids}, each once",
         description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {_ONCE_NOTE}",
         cases=_once(entries),
@@ -252,23 +254,23 @@ def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | 
 
 def _task_coverage(
     catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
-) -> _Selection:
+) -> Selection:
     if suite is None or task_ids is None:
         raise PlanOptionError("plan kind 'task_coverage' needs an explicit suite and task ids")
     entries = _select(catalog, suite, task_ids)
     ids = _ids(task_ids)
-    return _Selection(
+    return Selection(
         label=f"task coverage: {suite} tasks {ids}, each once",
         description=f"Task-coverage plan: {suite} tasks {ids} in this order, {_ONCE_NOTE}",
         cases=_once(entries),
     )
 
 
-def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> _Selection:
+def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
     _refuse("all", suite=suite, task_ids=task_ids)
     entries = [e for s in catalog.suites("libero") for e in catalog.suite_entries(s)]
     n = len(entries)
-    return _Selection(
+    return Selection(
         label=f"all: the {n} standard LIBERO suite-task entries, each once",
         description=(
             f"All-entries plan: the {n} standard LIBERO suite-task entries in catalog order, "
@@ -281,7 +283,7 @@ def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) ->
 
 def _canonical_protocol(
     catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
-) -> _Selection:
+) -> Selection:
     if suite is None:
         raise PlanOptionError("plan kind 'canonical' needs a suite")
     _refuse("canonical", task_ids=task_ids)
@@ -297,7 +299,7 @@ def _canonical_protocol(
         description += (
             " LIBERO-PRO suite: published PRO BDDL and language, paired released initial states."
         )
-    return _Selection(
+    return Selection(
         label=(
             f"CANONICAL protocol: {suite}, {len(entries)} tasks x {CANONICAL_INIT_STATES} "
             f"fixed initial states, seed {CANONICAL_SEED}"
@@ -307,9 +309,9 @@ def _canonical_protocol(
     )
 
 
-def _plus_selection(
-    kind: PlanKind, suite: str, task_ids: Sequence[int] | None, category: str | None
-) -> _Selection:
+def select_plus(
+    kind: str, suite: str, task_ids: Sequence[int] | None, category: str | None
+) -> Selection:
     """LIBERO-Plus plans: by suite, category and task, over the offline tasks only."""
     catalog = load_plus_catalog()
     catalog.suite_entries(suite, category)  # an unknown suite or category, refused first
@@ -328,7 +330,7 @@ def _plus_selection(
             entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
         shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
         picked = "one offline task per category" if task_ids is None else f"tasks {_ids(task_ids)}"
-        return _Selection(
+        return Selection(
             label=f"fast: {suite}, {picked}, each once",
             description=f"Fast plan: {suite} tasks {shown}, {_ONCE_NOTE}"[:2000],
             cases=_once(entries),
@@ -347,7 +349,7 @@ def _plus_selection(
                 raise PlanOptionError(f"{suite} tasks {_ids(stray)} are not {category} tasks")
         if not entries:
             raise PlanOptionError(f"{suite} has no offline {category} tasks")
-        return _Selection(
+        return Selection(
             label=f"task coverage: {suite} {picked} ({len(entries)}), each once",
             description=(
                 f"Task-coverage plan: {len(entries)} offline {suite} {picked} in the package's "
@@ -359,7 +361,7 @@ def _plus_selection(
     entries = catalog.suite_entries(suite, category)
     if not entries:
         raise PlanOptionError(f"{suite} has no offline {category} tasks")
-    return _Selection(
+    return Selection(
         label=f"CANONICAL protocol: {suite} {picked}, {len(entries)} x 1 trial, seed "
         f"{CANONICAL_SEED}",
         description=(
@@ -375,7 +377,7 @@ def _plus_selection(
     )
 
 
-def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | None) -> _Selection:
+def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> Selection:
     """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
     ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
     catalog = load_para_catalog()
@@ -401,7 +403,7 @@ def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | 
         for e in entries:
             firsts.setdefault(e.cell or "", e)
         entries = list(firsts.values())
-        return _Selection(
+        return Selection(
             label=f"fast: {picked}, one paraphrase per cell, each once",
             description=(
                 f"Fast plan: {len(entries)} LIBERO-Para paraphrases (copy revision "
@@ -414,7 +416,7 @@ def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | 
             raise PlanOptionError(
                 "plan kind 'task_coverage' on LIBERO-Para needs a cell or Goal task ids"
             )
-        return _Selection(
+        return Selection(
             label=f"task coverage: {picked}, {len(entries)} paraphrases, each once",
             description=(
                 f"Task-coverage plan: {len(entries)} LIBERO-Para paraphrases of {picked} "
@@ -425,7 +427,7 @@ def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | 
     states = min(e.n_init_states for e in entries)
     if states < CANONICAL_INIT_STATES:
         raise PlanOptionError(f"a Goal task has {states} released states, not 50")
-    return _Selection(
+    return Selection(
         label=(
             f"CANONICAL protocol: {picked}, {len(entries)} paraphrases x "
             f"{CANONICAL_INIT_STATES} Goal states, seed {CANONICAL_SEED}"
@@ -442,13 +444,18 @@ def _para_selection(kind: PlanKind, task_ids: Sequence[int] | None, cell: str | 
     )
 
 
-_BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], _Selection]] = {
+_BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], Selection]] = {
     "fast": _fast,
     "development": _development,
     "task_coverage": _task_coverage,
     "all": _all,
     "canonical": _canonical_protocol,
 }
+
+
+def select_libero(kind: str, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
+    """A plan kind's cases from the frozen LIBERO catalog (LIBERO and LIBERO-PRO)."""
+    return _BUILDERS[_kind(kind)](load_catalog(), suite, task_ids)
 
 
 def build_plan(
@@ -478,9 +485,9 @@ def build_plan(
         raise PlanOptionError(f"a cell selects LIBERO-Para paraphrases: give --suite {PARA_SUITE}")
     if suite == PARA_SUITE:
         _refuse(checked, category=category)
-        selection = _para_selection(checked, task_ids, cell)
+        selection = select_para(checked, task_ids, cell)
     elif suite is not None and is_plus_suite(suite):
-        selection = _plus_selection(checked, suite, task_ids, category)
+        selection = select_plus(checked, suite, task_ids, category)
     else:
         if category is not None:
             raise PlanOptionError("a category selects LIBERO-Plus tasks: give a libero_plus suite")

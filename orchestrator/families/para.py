@@ -1,0 +1,129 @@
+"""LIBERO-Para: paraphrased LIBERO-Goal instructions from a local copy the user declares
+(`--para-dir`), catalogued per run and kept with it, reported by paraphrase cell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
+from mailroom.orchestrator.catalog.para import (
+    GOAL_SUITE,
+    NO_CELL,
+    PARA_CATALOG_FILE,
+    PARA_DIR_VARIABLE,
+    PARA_SUITE,
+    ParaCopyError,
+    ParaEntry,
+    cell_of,
+    goal_task_of,
+    load_para_catalog,
+    para_catalog_sha256,
+    parse_para_catalog,
+    pin_para_catalog,
+    render_para,
+)
+from mailroom.orchestrator.catalog.plans import Selection, select_para
+from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
+from mailroom.orchestrator.families.libero import (
+    LIBERO_NAMES,
+    LIBERO_PACKAGES,
+    libero_private_names,
+    libero_reference_horizon,
+)
+from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+
+
+class ParaFamily:
+    name = "libero_para"
+    title = "LIBERO-Para"
+    adapter = "libero"
+    legacy_plan_schema: str | None = "mailroom.plan/v2"
+    public_names = LIBERO_NAMES
+    plan_options = (PlanOption("cell", "the paraphrase-type cell (the copy's folder)"),)
+    packages: Packages = LIBERO_PACKAGES
+    kept_catalog_file: str | None = PARA_CATALOG_FILE
+
+    def suites(self) -> Sequence[str]:
+        return (PARA_SUITE,)
+
+    def owns(self, suite: str) -> bool:
+        return suite == PARA_SUITE
+
+    def entry(self, suite: str, task_index: int) -> CatalogEntry:
+        return load_para_catalog().entry(task_index)
+
+    def catalog_sha256(self) -> str:
+        return para_catalog_sha256(load_para_catalog())
+
+    def is_current_catalog(self, sha256: str) -> bool:
+        return sha256 == self.catalog_sha256()
+
+    def reference_horizon(self, suite: str) -> ReferenceHorizon:
+        return libero_reference_horizon(GOAL_SUITE)
+
+    def select(
+        self,
+        kind: str,
+        suite: str | None,
+        task_ids: Sequence[int] | None,
+        options: Mapping[str, str],
+    ) -> Selection:
+        return select_para(kind, task_ids, options.get("cell"))
+
+    def report_group(self, case: Case, task_name: str | None) -> str | None:
+        if task_name is not None:
+            return cell_of(task_name)
+        try:
+            return load_para_catalog().entry(case.task_index).cell or NO_CELL
+        except CatalogError:  # no copy declared: a case without a result has no known cell
+            return "unknown"
+
+    def private_names(self, entry: CatalogEntry) -> PrivateNames:
+        names = libero_private_names(entry)
+        if not isinstance(entry, ParaEntry):
+            return names
+        # The paraphrase's file in the copy, and the Goal task it paraphrases.
+        return PrivateNames(
+            names.task_names | {goal_task_of(entry.task_name)},
+            names.file_names | {Path(entry.para_path).name},
+        )
+
+    def private_paths(self) -> tuple[Path, ...]:
+        declared = os.environ.get(PARA_DIR_VARIABLE)
+        return (Path(declared),) if declared else ()
+
+    def kept_catalog(self) -> bytes | None:
+        return render_para(load_para_catalog())
+
+    def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
+        if sha256_bytes(data) != recorded_sha256:
+            raise ParaCopyError(
+                f"the kept {PARA_CATALOG_FILE} does not hash to the catalog the run records"
+            )
+        try:
+            catalog = parse_para_catalog(data)
+        except ValueError as exc:
+            raise ParaCopyError(f"the kept {PARA_CATALOG_FILE} cannot be read: {exc}") from exc
+        pin_para_catalog(catalog)
+
+    def simulator_factory(self) -> SimulatorFactory:
+        from mailroom.orchestrator.sim.libero import open_libero
+
+        return open_libero
+
+    def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+        from mailroom.orchestrator.sim.para import resolve_para_task
+
+        return resolve_para_task(task_index, task_order_index)
+
+    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
+        from mailroom.orchestrator.sim.libero import state_sha256
+
+        return state_sha256(identity, init_state_index)
+
+
+LIBERO_PARA = ParaFamily()

