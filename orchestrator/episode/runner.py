@@ -10,7 +10,7 @@ import secrets
 import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.held_directories import EndpointTamperedError
@@ -89,6 +89,94 @@ class _State:
     termination: Termination | None = None
     truncation: Truncation | None = None
     served: _Served | None = None
+
+
+_TypedEnding = Literal["policy_error", "protocol_error", "actor_timeout", "infrastructure_error"]
+
+
+def _end_with_error(
+    state: _State, kind: _TypedEnding, code: str, message: str, policy_call: int | None
+) -> None:
+    """End the episode with a typed error; its termination is named as the error's kind."""
+    state.termination = kind
+    state.errors.append(TypedError(kind=kind, code=code, message=message, policy_call=policy_call))
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """What every observation of an episode shares: its task's instruction, the budgets
+    (the control cap published as `public_cap` only where it tells nothing), the action
+    limits and the action spec."""
+
+    instruction: str
+    control_cap: int
+    public_cap: int | None
+    max_policy_calls: int | None
+    limits: ActionLimits
+    spec: ActionSpec
+
+
+def _budget_spent(terms: _Terms, c: Counters, wall_left: float | None) -> Truncation | None:
+    """The budget that ends the episode before another observation, if one does."""
+    if terms.max_policy_calls is not None and c.policy_calls >= terms.max_policy_calls:
+        return "policy_call_cap"
+    if c.executed_controls >= terms.control_cap:
+        return "control_cap"
+    if wall_left is not None and wall_left <= 0:
+        return "wall_time"
+    return None
+
+
+def _observation(
+    terms: _Terms, sequence: int, capture: Capture, c: Counters, feedback: Feedback | None
+) -> Delivery:
+    """The next observation for the actor: the capture, the public counters, feedback."""
+    return Delivery(
+        sequence=sequence,
+        request_id=secrets.token_hex(16),
+        instruction=terms.instruction,
+        capture=capture,
+        action_spec=terms.spec,
+        # The runner's own counts, of the right types by construction: built
+        # without pydantic's validation, which costs ~1 ms on this path cold.
+        counters=PublicCounters.model_construct(
+            policy_calls=c.policy_calls,
+            max_policy_calls=terms.max_policy_calls,
+            executed_controls=c.executed_controls,
+            max_controls=terms.public_cap,
+            rejected_responses=c.rejected_responses,
+        ),
+        feedback=feedback,
+    )
+
+
+def _publish(
+    delivery: Delivery, transport: Transport, evidence: EpisodeEvidence, state: _State
+) -> float:
+    """Hand the observation to the actor and return when (monotonic); the previous
+    decision's serving time and the last chunk's rows are written while the actor works."""
+    transport.deliver(delivery)
+    CLOCK.end_cycle()
+    published = time.monotonic()
+    if state.served is not None:
+        processing_s = published - state.served.served_at
+        state.processing_ms.append(processing_s * 1000.0)
+        _record_timing(evidence, state, processing_s)
+    with CLOCK.phase("after_publication"):
+        evidence.write_steps()  # the last chunk's rows, while the actor works
+    return published
+
+
+def _count_judged(transport: Transport, state: _State, sequence: int, published: float) -> None:
+    """Count a judged response (accepted or rejected) as a policy call, with its latency
+    from publication and its queue delay; its serving time follows with the next
+    observation."""
+    state.counters.policy_calls += 1
+    arrival = transport.arrival()
+    latency_s = max(0.0, arrival.arrived_at - published)
+    state.latencies_ms.append(latency_s * 1000.0)
+    state.queue_delays_ms.append(arrival.queue_delay_s * 1000.0)
+    state.served = _Served(sequence, latency_s, arrival.queue_delay_s, arrival.served_at)
 
 
 @dataclass(frozen=True)
@@ -224,25 +312,21 @@ class EpisodeRunner:
                 request, start, transport, evidence, state, time.monotonic()
             )
         except EndpointTamperedError as exc:
-            state.termination = "protocol_error"
-            state.errors.append(
-                TypedError(
-                    kind="protocol_error",
-                    code=exc.reason.value,
-                    message=str(exc)[:2000],
-                    # the call whose observation could not be published
-                    policy_call=state.counters.policy_calls + 1,
-                )
+            _end_with_error(
+                state,
+                "protocol_error",
+                exc.reason.value,
+                str(exc)[:2000],
+                # the call whose observation could not be published
+                state.counters.policy_calls + 1,
             )
         except (SimulatorError, OSError) as exc:
-            state.termination = "infrastructure_error"
-            state.errors.append(
-                TypedError(
-                    kind="infrastructure_error",
-                    code="simulator_exception" if isinstance(exc, SimulatorError) else "io_error",
-                    message=str(exc)[:2000],
-                    policy_call=state.counters.policy_calls or None,
-                )
+            _end_with_error(
+                state,
+                "infrastructure_error",
+                "simulator_exception" if isinstance(exc, SimulatorError) else "io_error",
+                str(exc)[:2000],
+                state.counters.policy_calls or None,
             )
         finally:
             if settled:
@@ -316,156 +400,124 @@ class EpisodeRunner:
         state: _State,
         t0: float,
     ) -> Generator[Awaiting | Ending, DecisionOutcome | None, int]:
-        settings = self.settings
+        """Observation, response, execution, until a budget, an ending or native success."""
+        terms = self._terms(request)
         c = state.counters
-        control_cap = settings.control_cap(request.reference_horizon)
-        limits = ActionLimits(max_chunk=settings.chunk_limit)
-        spec = ActionSpec(
-            layout=list(ACTION_LAYOUT),
-            control_hz=CONTROL_HZ,
-            replan_interval=settings.replan_interval,
-            max_chunk=settings.chunk_limit,
-        )
-        # In horizon mode the cap is the suite's reference horizon: publishing it would
-        # tell the actor which suite it is in, so actors see it only in decisions mode.
-        public_cap = control_cap if settings.budget_mode == "decisions" else None
         capture: Capture = start.capture
         feedback: Feedback | None = None
         sequence = 0
         while True:
-            if (
-                settings.max_policy_calls is not None
-                and c.policy_calls >= settings.max_policy_calls
-            ):
-                state.truncation = "policy_call_cap"
-                return sequence
-            if c.executed_controls >= control_cap:
-                state.truncation = "control_cap"
-                return sequence
             wall_left = self._wall_left(t0)
-            if wall_left is not None and wall_left <= 0:
-                state.truncation = "wall_time"
+            truncation = _budget_spent(terms, c, wall_left)
+            if truncation is not None:
+                state.truncation = truncation
                 return sequence
             sequence += 1
-            delivery = Delivery(
-                sequence=sequence,
-                request_id=secrets.token_hex(16),
-                instruction=request.identity.instruction,
-                capture=capture,
-                action_spec=spec,
-                # The runner's own counts, of the right types by construction: built
-                # without pydantic's validation, which costs ~1 ms on this path cold.
-                counters=PublicCounters.model_construct(
-                    policy_calls=c.policy_calls,
-                    max_policy_calls=settings.max_policy_calls,
-                    executed_controls=c.executed_controls,
-                    max_controls=public_cap,
-                    rejected_responses=c.rejected_responses,
-                ),
-                feedback=feedback,
-            )
-            transport.deliver(delivery)
-            CLOCK.end_cycle()
-            published = time.monotonic()
-            if state.served is not None:
-                processing_s = published - state.served.served_at
-                state.processing_ms.append(processing_s * 1000.0)
-                _record_timing(evidence, state, processing_s)
-            with CLOCK.phase("after_publication"):
-                evidence.write_steps()  # the last chunk's rows, while the actor works
-            timeout = settings.response_timeout_s
+            delivery = _observation(terms, sequence, capture, c, feedback)
+            published = _publish(delivery, transport, evidence, state)
+            timeout = self.settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
-            answer = yield Awaiting(transport, delivery, limits, timeout)
+            answer = yield Awaiting(transport, delivery, terms.limits, timeout)
             if answer is None:
                 raise TypeError("a wait for a decision was answered with nothing")
             decision: DecisionOutcome = answer
             CLOCK.begin_cycle()
-            if isinstance(decision, TimedOut):
-                if wall_left is not None and wall_left <= settings.response_timeout_s:
-                    state.truncation = "wall_time"
-                else:
-                    state.termination = "actor_timeout"
-                    state.errors.append(
-                        TypedError(
-                            kind="actor_timeout",
-                            code="response_deadline_missed",
-                            message=f"no response within {timeout:.1f} s",
-                            policy_call=c.policy_calls + 1,
-                        )
-                    )
+            if not isinstance(decision, Accepted | Invalid):
+                self._end_unanswered(decision, state, wall_left, timeout)
                 return sequence
-            # A policy call is an observation answered by a judged response (accepted or
-            # rejected): a missing answer or a transport break ends the episode instead,
-            # typed and tied to the call it happened in, so that
-            # policy_calls == action_decisions + rejected_responses + stop_responses.
-            if isinstance(decision, PolicyFailed):
-                state.termination = "policy_error"
-                state.errors.append(
-                    TypedError(
-                        kind="policy_error",
-                        code=decision.code,
-                        message=decision.message,
-                        policy_call=c.policy_calls + 1,
-                    )
-                )
-                return sequence
-            if isinstance(decision, ProtocolError):
-                state.termination = "protocol_error"
-                state.errors.append(
-                    TypedError(
-                        kind="protocol_error",
-                        code=decision.reason.value,
-                        message=decision.message,
-                        policy_call=c.policy_calls + 1,
-                    )
-                )
-                return sequence
-            c.policy_calls += 1
-            arrival = transport.arrival()
-            latency_s = max(0.0, arrival.arrived_at - published)
-            state.latencies_ms.append(latency_s * 1000.0)
-            state.queue_delays_ms.append(arrival.queue_delay_s * 1000.0)
-            state.served = _Served(sequence, latency_s, arrival.queue_delay_s, arrival.served_at)
+            _count_judged(transport, state, sequence, published)
             if isinstance(decision, Invalid):
                 c.rejected_responses += 1
-                if settings.invalid_action_handling == "terminal":
-                    state.termination = "policy_error"
-                    state.errors.append(
-                        TypedError(
-                            kind="policy_error",
-                            code=decision.reason,
-                            message="; ".join(i.message for i in decision.issues)[:2000],
-                            policy_call=c.policy_calls,
-                        )
+                if self.settings.invalid_action_handling == "terminal":
+                    _end_with_error(
+                        state,
+                        "policy_error",
+                        decision.reason,
+                        "; ".join(i.message for i in decision.issues)[:2000],
+                        c.policy_calls,
                     )
                     return sequence
                 feedback = bounded_feedback(sequence, decision.issues)
                 continue  # same capture, nothing executed
-            assert isinstance(decision, Accepted)
             feedback = None
             if decision.decision == "stop":
                 c.stop_responses += 1
-                if c.action_decisions >= settings.min_decisions_before_stop:
+                if c.action_decisions >= self.settings.min_decisions_before_stop:
                     state.termination = "actor_stop"
                     return sequence
-                feedback = bounded_feedback(
-                    sequence,
-                    (
-                        Issue(
-                            "stop_deferred",
-                            "this method's persistence rule needs "
-                            f"{settings.min_decisions_before_stop} action decisions before stop",
-                        ),
-                    ),
-                )
+                feedback = self._stop_deferred(sequence)
                 continue
             c.action_decisions += 1
-            capture_next = self._execute(decision, control_cap, state, evidence, sequence)
+            capture_next = self._execute(decision, terms.control_cap, state, evidence, sequence)
             if state.termination == "native_success":
                 return sequence
             if capture_next is not None:
                 capture = capture_next
+
+    def _terms(self, request: EpisodeRequest) -> _Terms:
+        settings = self.settings
+        control_cap = settings.control_cap(request.reference_horizon)
+        return _Terms(
+            instruction=request.identity.instruction,
+            control_cap=control_cap,
+            max_policy_calls=settings.max_policy_calls,
+            limits=ActionLimits(max_chunk=settings.chunk_limit),
+            spec=ActionSpec(
+                layout=list(ACTION_LAYOUT),
+                control_hz=CONTROL_HZ,
+                replan_interval=settings.replan_interval,
+                max_chunk=settings.chunk_limit,
+            ),
+            # In horizon mode the cap is the suite's reference horizon: publishing it would
+            # tell the actor which suite it is in, so actors see it only in decisions mode.
+            public_cap=control_cap if settings.budget_mode == "decisions" else None,
+        )
+
+    def _end_unanswered(
+        self,
+        decision: TimedOut | PolicyFailed | ProtocolError,
+        state: _State,
+        wall_left: float | None,
+        timeout: float,
+    ) -> None:
+        """Type the ending of an observation that no judged response answered.
+
+        A policy call is an observation answered by a judged response (accepted or
+        rejected): a missing answer or a transport break ends the episode instead, typed
+        and tied to the call it happened in, so that
+        policy_calls == action_decisions + rejected_responses + stop_responses."""
+        policy_call = state.counters.policy_calls + 1
+        if isinstance(decision, TimedOut):
+            if wall_left is not None and wall_left <= self.settings.response_timeout_s:
+                state.truncation = "wall_time"
+            else:
+                _end_with_error(
+                    state,
+                    "actor_timeout",
+                    "response_deadline_missed",
+                    f"no response within {timeout:.1f} s",
+                    policy_call,
+                )
+        elif isinstance(decision, PolicyFailed):
+            _end_with_error(state, "policy_error", decision.code, decision.message, policy_call)
+        else:
+            _end_with_error(
+                state, "protocol_error", decision.reason.value, decision.message, policy_call
+            )
+
+    def _stop_deferred(self, sequence: int) -> Feedback:
+        """The feedback to a stop that comes before this method's persistence rule allows."""
+        return bounded_feedback(
+            sequence,
+            (
+                Issue(
+                    "stop_deferred",
+                    "this method's persistence rule needs "
+                    f"{self.settings.min_decisions_before_stop} action decisions before stop",
+                ),
+            ),
+        )
 
     def _wall_left(self, t0: float) -> float | None:
         limit = self.settings.episode_wall_time_s
