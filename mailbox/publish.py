@@ -20,8 +20,16 @@ import os
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from .held_directories import EndpointDirs, EndpointTamperedError
+
+# How observation files reach the outbox (a run's declared `outbox_durability`). Both are
+# atomic (temporary name, rename): the actor only ever sees whole files. `durable` also
+# fsyncs each file and the outbox, so a published observation survives a machine crash;
+# outbox files only ever serve the live actor (an endpoint is never reused, the
+# orchestrator keeps its own copies).
+OutboxDurability = Literal["atomic", "durable"]
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # Failures a file or folder the actor put in the way can cause (a directory under the

@@ -26,11 +26,12 @@ from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, Invalid, ProtocolError, ProtocolReason
+from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
-from mailroom.orchestrator.episode.settings import OutboxDurability, RunSettings
+from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery, TimedOut
 from mailroom.orchestrator.transport.mailbox import MailboxTransport

@@ -14,6 +14,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import click
 from mailroom.mailbox.endpoint import new_mailbox_root
+from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.actors.confinement import (
     ConfinementError,
@@ -62,7 +63,6 @@ from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import (
     BudgetMode,
     InvalidActionHandling,
-    OutboxDurability,
     RecordMode,
     RunSettings,
 )

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.watcher import WatchMode
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 BudgetMode = Literal["horizon", "decisions"]
 InvalidActionHandling = Literal["terminal", "feedback"]
 RecordMode = Literal["full", "minimal"]
-# How observation files reach the outbox. Both are atomic (temporary name, rename): the
-# actor only ever sees whole files. `durable` also fsyncs each file and the outbox, so
-# a published observation survives a machine crash; outbox files only ever serve the
-# live actor (an endpoint is never reused, the orchestrator keeps its own copies).
-OutboxDurability = Literal["atomic", "durable"]
 MAX_CHUNK_LIMIT = 64  # the frozen response schema's maxItems
 
 

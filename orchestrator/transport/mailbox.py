@@ -17,7 +17,12 @@ from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.mailbox.messages import Closed, to_document
 from mailroom.mailbox.parser import ActionLimits, Invalid, ProtocolError
-from mailroom.mailbox.publish import document_bytes, publish_all_to_outbox, publish_to_outbox
+from mailroom.mailbox.publish import (
+    OutboxDurability,
+    document_bytes,
+    publish_all_to_outbox,
+    publish_to_outbox,
+)
 from mailroom.mailbox.quota import Usage, endpoint_usage
 from mailroom.mailbox.receiver import (
     Reception,
@@ -34,7 +39,6 @@ from mailroom.mailbox.watcher import (
 )
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
-from mailroom.orchestrator.episode.settings import OutboxDurability
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, TimedOut
 from mailroom.orchestrator.transport.observation import observation_document
 from mailroom.orchestrator.transport.png import encode_png
