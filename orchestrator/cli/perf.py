@@ -22,6 +22,24 @@ TARGETS = {
     "workers_2_over_1": (">=", 1.7),
 }
 
+# The headline table's rows, in order; a figure the run did not measure is left out.
+HEADLINE = (
+    "slow_actor_episodes_per_hour_ratio",
+    "short_think_episodes_per_hour_ratio",
+    "mb_per_live_episode",
+    "queue_delay_ms_p95",
+    "live_episodes_reached",
+    "overhead_share_of_cycle",
+    "overhead_ms_p50",
+    "detect_ms_p50_inotify",
+    "detect_ms_p50_polling",
+    "speedup_vs_render_every_control",
+    "workers_2_over_1",
+    "peak_rss_mb_per_worker",
+    "ray_over_local_wall",
+    "ray_overhead_s_per_episode",
+)
+
 
 def _meets(value: float | None, op: str, target: float) -> str:
     if value is None:
@@ -115,7 +133,7 @@ def bench(
         with console.status("benchmarking: local executor, then a Ray cluster"):
             alone = run_cluster_bench(cluster, mailbox_base, k)
         if as_json:
-            sys.stdout.write(json.dumps(alone, indent=2) + "\n")
+            _write_json(alone)
         else:
             _print_cluster(alone["details"]["cluster"])
         return
@@ -133,40 +151,41 @@ def bench(
             cluster=cluster,
         )
     if as_json:
-        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+        _write_json(figures)
         return
     details = figures["details"]
+    _print_phases(details["mailbox"], k)
+    _print_headline(figures)
+    _print_decision_path(figures)
+    _print_throughput(details)
+    _print_slow_actors(details["slow_actors"])
+    if "cluster" in details:
+        _print_cluster(details["cluster"])
+
+
+def _write_json(figures: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+
+
+def _print_phases(mailbox: dict[str, Any], k: int) -> None:
+    """Where a decision's time goes, phase by phase, and the orchestrator's share."""
     phases = Table(title=f"per decision at K={k} (instant actor, real mailbox)")
     phases.add_column("phase")
     phases.add_column("p50 ms", justify="right")
     phases.add_column("p95 ms", justify="right")
-    for name, row in {
-        **details["mailbox"]["phases"],
-        "orchestrator overhead": details["mailbox"]["overhead"],
-    }.items():
+    for name, row in {**mailbox["phases"], "orchestrator overhead": mailbox["overhead"]}.items():
         phases.add_row(name, str(row["p50_ms"]), str(row["p95_ms"]))
     console.print(phases)
+
+
+def _print_headline(figures: dict[str, Any]) -> None:
+    """The headline figures this run measured, each against its target where it has one."""
     headline = Table(title="headline figures")
     headline.add_column("figure")
     headline.add_column("value", justify="right")
     headline.add_column("target")
     headline.add_column("met")
-    for key in (
-        "slow_actor_episodes_per_hour_ratio",
-        "short_think_episodes_per_hour_ratio",
-        "mb_per_live_episode",
-        "queue_delay_ms_p95",
-        "live_episodes_reached",
-        "overhead_share_of_cycle",
-        "overhead_ms_p50",
-        "detect_ms_p50_inotify",
-        "detect_ms_p50_polling",
-        "speedup_vs_render_every_control",
-        "workers_2_over_1",
-        "peak_rss_mb_per_worker",
-        "ray_over_local_wall",
-        "ray_overhead_s_per_episode",
-    ):
+    for key in HEADLINE:
         if key not in figures:
             continue
         op, target = TARGETS.get(key, ("", 0.0))
@@ -177,6 +196,12 @@ def bench(
             _meets(figures[key], op, target) if op else "",
         )
     console.print(headline)
+
+
+def _print_decision_path(figures: dict[str, Any]) -> None:
+    """What one decision's path costs beside its phases: the first observation, the
+    actor's start, a response's detection and its parsing."""
+    details = figures["details"]
     console.print(
         f"delivered images identical to the naive loop: {details['delivered_images_identical']}; "
         f"first observation: fresh env {details['first_observation']['fresh_env_s']} s, "
@@ -199,6 +224,10 @@ def bench(
         f"parsing one response (p50 ms): warm {cold['warm']}, right after a render "
         f"{cold['after_render']}, after 200 ms idle {cold['after_200ms_idle']}"
     )
+
+
+def _print_throughput(details: dict[str, Any]) -> None:
+    """Episodes per hour on one worker and on two."""
     one, two = details["workers_1"], details["workers_2"]
     console.print(
         f"episodes/hour over whole runs of {one['episodes']} episodes, start-up included: "
@@ -207,7 +236,11 @@ def bench(
         f"{one['episodes_per_hour_all_busy']} and {two['episodes_per_hour_all_busy']} "
         f"(ratio {details['workers_2_over_1_all_busy']})"
     )
-    for label, run in details["slow_actors"].items():
+
+
+def _print_slow_actors(slow_actors: dict[str, Any]) -> None:
+    """Slow actors served by workers with slots against one process per episode."""
+    for label, run in slow_actors.items():
         mx, solo = run["multiplexed"], run["one_per_process"]
         console.print(
             f"actors thinking {run['think_s']:g} s ({label}): {mx['episodes']} episodes; "
@@ -218,8 +251,6 @@ def bench(
             f"{mx['further_simulator_mb']} MB, a worker with one episode "
             f"{mx['worker_with_one_episode_mb']} MB"
         )
-    if "cluster" in details:
-        _print_cluster(details["cluster"])
 
 
 def _print_cluster(figures: dict[str, Any]) -> None:
