@@ -1,3 +1,1 @@
-"""Actor processes: profiles, instructions, launch, the bubblewrap sandbox and its
-confinement record, lifetime.
-"""
+"""Starts and confines actor processes: profiles, instructions, launch, sandbox, lifetime."""

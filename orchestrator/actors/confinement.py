@@ -1,4 +1,4 @@
-"""Confinement as a declared, recorded property of a run, like blinding.
+"""Resolves how a run's actors are confined, and what the run records of it, like blinding.
 
 `sandbox`: every actor the orchestrator spawns runs in a bubblewrap sandbox that sees a
 read-only minimal system and its own endpoint only (`sandbox.py`). `none`: spawned

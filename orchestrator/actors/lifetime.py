@@ -1,4 +1,4 @@
-"""Child processes must not outlive the process that started them."""
+"""Makes child processes die with the process that started them (the parent-death signal)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""Spawning a blinded actor: scrubbed environment, own process group, scratch as cwd,
-confined by the sandbox unless the run says `none`, its output kept privately."""
+"""Spawns one blinded actor process and keeps its output privately.
+
+Its environment is scrubbed, it leads its own process group with its scratch folder as
+working directory, and the sandbox confines it unless the run says `none`.
+"""
 
 from __future__ import annotations
 

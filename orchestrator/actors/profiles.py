@@ -1,10 +1,11 @@
-"""Method profiles: one typed model, loaded by name (under `AgentPolicies/`) or by path.
+"""Loads a method profile, by name (under `AgentPolicies/`) or by path, as one typed model.
 
 A profile is the whole method: its declared models, its actor command (used when
 `--actor` is omitted), the agent CLI installation it runs from, the fixed environment
 its actor gets, its confinement (network, passed variables, read-only paths), its limits,
 its persistence rule and the version of the actor instructions it is handed. Unknown
-fields are refused, so a misspelt setting never silently does nothing.
+fields are refused, so a misspelt setting never silently does nothing. The instruction
+versions a profile may name (each a frozen file of `prompts/`) are listed here.
 """
 
 from __future__ import annotations

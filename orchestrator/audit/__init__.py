@@ -1,2 +1,1 @@
-"""Blinding checks: what counts as private, scanning what an actor could read for it, and
-recording the failures (disclosures, cutovers)."""
+"""Checks blinding: what is private, what an actor could read of it, failures recorded."""

@@ -1,3 +1,1 @@
-"""Many episodes: the coordinator and its workers, the run directory, the manifest,
-interrupted attempts.
-"""
+"""Runs many episodes as one run: launch and resume, workers, the manifest, interruptions."""

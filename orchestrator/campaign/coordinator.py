@@ -1,9 +1,12 @@
-"""Launching a plan: worker processes, fresh blinded actors, resume without re-showing.
+"""Decides what a launch or resume runs now, and runs it in worker processes on this machine.
 
-Each worker process hosts up to `slots` live episodes (`campaign/slots.py`), builds its
-simulators lazily (EGL contexts do not survive a fork) and reuses them across the
-episodes of a task. The parent never imports the simulator; it hands out work by task,
-collects results and keeps the books.
+An attempt whose observations an actor may have seen is never re-run silently: `schedule`
+records it as interrupted. Each worker process hosts up to `slots` live episodes
+(`campaign/slots.py`), builds its simulators lazily (EGL contexts do not survive a fork)
+and reuses them across the episodes of a task. The parent never imports the simulator;
+it hands out work by task, collects results and records the attempts a lost worker
+leaves without one. `Executor` is where work runs: `LocalExecutor` here, the Ray
+executor in `cluster/`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The frozen LIBERO protocol catalog: suite-task entries, identities and reference horizons.
+"""Reads the frozen LIBERO catalog: its suite-task entries, its hash, reference horizons.
 
 The catalog is data (`libero_catalog.json` beside this module), regenerated from the installed
-package by `catalog.build` and never edited by hand. Reading it never imports LIBERO.
+package by `catalog.build` and never edited by hand. Reading it never imports LIBERO; a
+live env's instruction is checked against its entry here.
 """
 
 from __future__ import annotations

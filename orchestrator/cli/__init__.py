@@ -1,3 +1,1 @@
-"""The `mailroom` command line: one thin file per command group; shared options, the
-console and exit codes.
-"""
+"""The `mailroom` command line: one thin file per command group, shared options, exit codes."""

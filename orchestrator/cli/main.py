@@ -1,4 +1,4 @@
-"""The `mailroom` command line."""
+"""The `mailroom` command group, with every command registered on it and `demo` (one episode)."""
 
 from __future__ import annotations
 

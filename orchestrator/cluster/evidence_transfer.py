@@ -1,5 +1,6 @@
-"""A finished attempt's evidence, from a worker's staging folder to the driver's run
-directory: sent file by file in bounded chunks, written with the run directory's atomic
+"""Moves a finished attempt's evidence from a worker's staging folder to the driver's run.
+
+It is sent file by file in bounded chunks and written with the run directory's atomic
 rules, the result last (an attempt is complete only once the driver wrote its result).
 """
 

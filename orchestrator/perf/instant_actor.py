@@ -1,6 +1,7 @@
-"""The benchmark's instant actor: its own process, like every real actor, answering each
-observation at once with a full chunk. It waits on inotify, never spins, so it costs the
-orchestrator nothing but the mailbox itself.
+"""The benchmark's instant actor: answers each observation at once with a full chunk.
+
+It is its own process, like every real actor, and waits on inotify, never spins, so it
+costs the orchestrator nothing but the mailbox itself.
 
 Usage: python -m mailroom.orchestrator.perf.instant_actor ENDPOINT CHUNK
 

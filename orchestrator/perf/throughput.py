@@ -1,5 +1,6 @@
-"""Episodes per hour of the real coordinator, and slow actors: live episodes per worker
-against one episode per process.
+"""Measures the real coordinator's episodes per hour, and slow actors with slots against none.
+
+Slow actors: live episodes per worker against one episode per process.
 
 `throughput_run` runs the real coordinator (sandboxed diagnostic actors, the real
 mailbox and simulator) over given cases. `slow_actor_comparison` uses it twice. Real LLM

@@ -1,5 +1,6 @@
-"""Replaying a run's attempts in worker processes (each builds its own simulator, kept
-for the attempts it replays next), one verdict per attempt."""
+"""Replays a run's attempts in worker processes, one verdict per attempt.
+
+Each worker builds its own simulator and keeps it for the attempts it replays next."""
 
 from __future__ import annotations
 

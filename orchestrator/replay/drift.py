@@ -1,5 +1,6 @@
-"""Whether this machine's simulator stack is the one a run recorded: on another
-version, a divergence is drift, not tampering."""
+"""Checks whether this machine's simulator stack is the one a run recorded.
+
+On another version, a divergence is drift, not tampering."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Two runs on the cases they share: both success rates with intervals, the discordant
-pairs and an exact McNemar test, per suite and overall.
+"""Compares two runs on the cases they share, per suite and overall.
+
+Both success rates with their intervals, the discordant pairs and an exact McNemar test.
 
 A case is paired when both runs hold a result for it (success, failure or errored; an
 errored case is not a success, as in the rate over selected). Cases unattempted in

@@ -1,5 +1,6 @@
-"""Interval and paired-test arithmetic for success rates (a few tested lines: neither
-scipy nor statsmodels is a dependency).
+"""Success-rate arithmetic: Wilson intervals and the exact McNemar test.
+
+A few tested lines: neither scipy nor statsmodels is a dependency.
 
 - `wilson_interval`: the Wilson score interval of a binomial proportion (Wilson 1927;
   Newcombe 1998, method 3), which keeps within [0, 1] and stays honest at 0 or n

@@ -1,3 +1,1 @@
-"""Simulators behind one Protocol: the shared types in `base`, LIBERO in `libero`, a
-simulator-free fake in `fake`.
-"""
+"""Simulators behind one Protocol (`base`): LIBERO's adapter (`libero`) and a fake (`fake`)."""

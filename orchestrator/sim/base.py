@@ -1,5 +1,6 @@
-"""What every simulator adapter shares: its Protocol, the types it returns, the protocol
-constants (cameras, image size, settling, action layout).
+"""The `Simulator` Protocol every adapter implements, with the types and constants it shares.
+
+The constants are the protocol's: cameras, image size, settling, action layout.
 
 The runner and the episode depend on `Simulator` only, and the coordinator's workers
 build theirs with a `SimulatorFactory` (LIBERO's unless told otherwise); `libero.py`

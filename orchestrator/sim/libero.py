@@ -1,4 +1,4 @@
-"""The LIBERO adapter: the only code that touches the simulator.
+"""The LIBERO adapter: runs episodes on the real LIBERO simulator as a `Simulator`.
 
 Native semantics: `env.seed(seed)` before every `reset()`, the released initial state,
 ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: they are

@@ -1,5 +1,6 @@
-"""Where the installed benchmark packages keep their files, found without importing them
-(importing LIBERO pulls in robosuite and MuJoCo)."""
+"""Finds where the installed benchmark packages keep their files, without importing them.
+
+Importing LIBERO pulls in robosuite and MuJoCo."""
 
 from __future__ import annotations
 

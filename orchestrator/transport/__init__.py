@@ -1,3 +1,1 @@
-"""How a decision crosses to an actor: observation documents and PNGs, the mailbox
-transport, the in-process one.
-"""
+"""How a decision crosses to an actor: observations, the mailbox transport, in-process calls."""

@@ -1,5 +1,6 @@
-"""The seven action components over an episode's executed controls, as inline SVG
-(drawn here from numbers only: nothing an actor wrote reaches the markup as text)."""
+"""Draws an episode's seven action components over its executed controls as inline SVG.
+
+Drawn here from numbers only: nothing an actor wrote reaches the markup as text."""
 
 from __future__ import annotations
 
