@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from .action_layout import ACTION_DIMENSION
+
 OBSERVATION_SCHEMA: Literal["mailroom.observation/v1"] = "mailroom.observation/v1"
 RESPONSE_SCHEMA: Literal["mailroom.response/v1"] = "mailroom.response/v1"
 CLOSED_SCHEMA: Literal["mailroom.closed/v1"] = "mailroom.closed/v1"
@@ -30,7 +32,9 @@ CLOSED_SCHEMA: Literal["mailroom.closed/v1"] = "mailroom.closed/v1"
 RequestId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 Number = StrictInt | StrictFloat
 Bounded = Annotated[Number, Field(ge=-1, le=1)]
-ActionVector = Annotated[list[Bounded], Field(min_length=7, max_length=7)]
+ActionVector = Annotated[
+    list[Bounded], Field(min_length=ACTION_DIMENSION, max_length=ACTION_DIMENSION)
+]
 
 
 class WireComplete(BaseModel):
@@ -79,10 +83,10 @@ class Proprio(Frozen):
 
 
 class ActionSpec(Frozen):
-    dimension: Literal[7] = 7
+    dimension: Literal[7] = 7  # ACTION_DIMENSION, a constant of the frozen schema
     low: Literal[-1] = -1
     high: Literal[1] = 1
-    layout: Annotated[list[str], Field(min_length=7, max_length=7)]
+    layout: Annotated[list[str], Field(min_length=ACTION_DIMENSION, max_length=ACTION_DIMENSION)]
     controller: Literal["OSC_POSE"] = "OSC_POSE"
     control_hz: Annotated[Number, Field(gt=0)]
     replan_interval: Annotated[int, Field(ge=1)]

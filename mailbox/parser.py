@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeGuard
 
+from .action_layout import ACTION_DIMENSION
 from .schemas import schema_errors
 
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_DEPTH = 8
 MAX_NOTE_CHARS = 280
-ACTION_DIMENSION = 7
 RESPONSE_SCHEMA = "mailroom.response/v1"
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
@@ -66,7 +67,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
-from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation
 from mailroom.orchestrator.transport.png import encode_png

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import (
@@ -21,7 +22,7 @@ from mailroom.mailbox.messages import (
 from mailroom.mailbox.parser import Issue
 from mailroom.mailbox.publish import document_bytes
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.sim.base import ACTION_LAYOUT, Capture
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation, observation_document
 

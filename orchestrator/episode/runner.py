@@ -12,6 +12,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
@@ -34,7 +35,6 @@ from mailroom.orchestrator.results.documents import (
     Usage,
 )
 from mailroom.orchestrator.sim.base import (
-    ACTION_LAYOUT,
     CONTROL_HZ,
     SETTLING_CONTROLS,
     Capture,

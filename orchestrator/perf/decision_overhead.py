@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
@@ -45,7 +46,7 @@ from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import act_response, milliseconds, write_response
-from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mailroom.mailbox.action_layout import ACTION_DIMENSION
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, read_result
 from mailroom.orchestrator.episode.evidence import EVENTS_FILE, RESULT_FILE
 from mailroom.orchestrator.results.documents import EpisodeResult
@@ -53,12 +54,14 @@ def _events(path: Path) -> list[dict[str, Any]]:
 def _prefix(value: Any, where: str) -> list[list[float]]:
     ok = isinstance(value, list) and all(
         isinstance(row, list)
-        and len(row) == 7
+        and len(row) == ACTION_DIMENSION
         and all(isinstance(x, int | float) and not isinstance(x, bool) for x in row)
         for row in value
     )
     if not ok:
-        raise NotReplayableError(f"{where}: its executed prefix is not a list of 7-vectors")
+        raise NotReplayableError(
+            f"{where}: its executed prefix is not a list of {ACTION_DIMENSION}-vectors"
+        )
     return [[float(x) for x in row] for row in value]
 
 

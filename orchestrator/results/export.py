@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mailroom.mailbox.action_layout import ACTION_DIMENSION, ACTION_LAYOUT
 from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.manifest import manifest_errors
@@ -37,7 +38,7 @@ from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirec
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
 from mailroom.orchestrator.episode.video import VIDEOS_DIR
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
-from mailroom.orchestrator.sim.base import ACTION_LAYOUT, CONTROL_HZ
+from mailroom.orchestrator.sim.base import CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"
 STEPS_FILE = "steps.jsonl"
@@ -45,7 +46,6 @@ EPISODES_PARQUET = "episodes.parquet"
 STEPS_PARQUET = "steps.parquet"
 DEFAULT_EXPORT_DIR = "export"
 FPS = CONTROL_HZ
-ACTION_DIM = len(ACTION_LAYOUT)
 STATE_LAYOUT: tuple[str, ...] = (
     *(f"joint_{i}" for i in range(7)),
     "gripper_finger_left",
@@ -176,7 +176,7 @@ def read_steps(path: Path, *, proprio: bool) -> StepRows:
             raise StepsFileError(f"{where}: native_success must be true or false")
         frame_index.append(index)
         policy_call.append(call)
-        actions.append(_vector(record.get("action"), ACTION_DIM, f"{where}: action"))
+        actions.append(_vector(record.get("action"), ACTION_DIMENSION, f"{where}: action"))
         success.append(done)
         if proprio:
             states.append(_vector(record.get("state"), STATE_DIM, f"{where}: state"))
@@ -185,7 +185,7 @@ def read_steps(path: Path, *, proprio: bool) -> StepRows:
     return StepRows(
         frame_index=np.asarray(frame_index, dtype=np.int64),
         policy_call=np.asarray(policy_call, dtype=np.int64),
-        action=np.asarray(actions, dtype=np.float32).reshape(-1, ACTION_DIM),
+        action=np.asarray(actions, dtype=np.float32).reshape(-1, ACTION_DIMENSION),
         success=np.asarray(success, dtype=np.bool_),
         state=np.asarray(states, dtype=np.float32).reshape(-1, STATE_DIM) if proprio else None,
     )
@@ -199,7 +199,7 @@ def steps_schema(proprio: bool) -> pa.Schema:
         pa.field("episode_index", pa.int64(), nullable=False),
         pa.field("frame_index", pa.int64(), nullable=False),
         pa.field("timestamp", pa.float32(), nullable=False),
-        pa.field("action", pa.list_(pa.float32(), ACTION_DIM), nullable=False),
+        pa.field("action", pa.list_(pa.float32(), ACTION_DIMENSION), nullable=False),
     ]
     if proprio:
         fields.append(
@@ -322,7 +322,7 @@ class _StepsWriter:
             ),
             "frame_index": pa.array(frame_index),
             "timestamp": pa.array((frame_index / FPS).astype(np.float32)),
-            "action": _fixed_list(np.concatenate([s.action for _, s in parts]), ACTION_DIM),
+            "action": _fixed_list(np.concatenate([s.action for _, s in parts]), ACTION_DIMENSION),
         }
         if "observation.state" in self._schema.names:
             states = [s.state for _, s in parts]

@@ -1,6 +1,7 @@
 """The `Simulator` Protocol every adapter implements, with the types and constants it shares.
 
-The constants are the protocol's: cameras, image size, settling, action layout.
+The constants are the protocol's: cameras, image size, settling, control rate (the action
+layout is the mailbox's, `mailroom.mailbox.action_layout`).
 
 The runner and the episode depend on `Simulator` only, and the coordinator's workers
 build theirs with a `SimulatorFactory` (LIBERO's unless told otherwise); `libero.py`
@@ -24,15 +25,6 @@ IMAGE_SIZE = 256
 SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 SETTLING_CONTROLS = 10
 CONTROL_HZ = 20
-ACTION_LAYOUT: tuple[str, ...] = (
-    "dx",
-    "dy",
-    "dz",
-    "droll_axis_angle",
-    "dpitch_axis_angle",
-    "dyaw_axis_angle",
-    "gripper",
-)
 Image = npt.NDArray[np.uint8]
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mailroom.orchestrator.viewer.timeline import ACTION_COMPONENTS
+from mailroom.mailbox.action_layout import ACTION_LAYOUT
 
 WIDTH, HEIGHT = 720, 260
 LEFT, RIGHT, TOP, BOTTOM = 44, 110, 14, 30
+# A short label per component: the layout's names, rotations without their suffix.
+LABELS = tuple(name.removesuffix("_axis_angle") for name in ACTION_LAYOUT)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#111111")
 
 
@@ -39,7 +41,7 @@ def action_chart(actions: Sequence[Sequence[float]], first_success_control: int 
         )
     if controls == 0:
         parts.append(f'<text x="{LEFT + 10}" y="{HEIGHT / 2:.0f}">no executed control</text>')
-    for index, name in enumerate(ACTION_COMPONENTS):
+    for index, name in enumerate(LABELS):
         points = " ".join(
             f"{_x(i + 1, controls):.1f},{_y(a[index]):.1f}"
             for i, a in enumerate(actions)

@@ -21,7 +21,6 @@ from mailroom.orchestrator.sim.base import CAMERAS
 
 # The most of an actor's text (a response, its output) a page shows.
 MAX_SHOWN_BYTES = 256 * 1024
-ACTION_COMPONENTS = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 OUTPUT_FILES = ("actor-stdout.log", "actor-stderr.log")
 
 
