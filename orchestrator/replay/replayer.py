@@ -10,12 +10,14 @@ controls, the first success's control and policy call and the native outcome.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.replay.diagnostics import GoalTracker
 from mailroom.orchestrator.replay.recorded import RecordedAttempt
-from mailroom.orchestrator.sim.base import Capture, GoalProbe, Simulator
+from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.sim.base import Capture, EpisodeStart, GoalProbe, Simulator
 from mailroom.orchestrator.transport.png import encode_png
 from pydantic import BaseModel, ConfigDict
 
@@ -44,20 +46,24 @@ class ReplayVerdict(BaseModel):
     diagnostics: str | None = None
 
 
+@dataclass(frozen=True)
+class _At:
+    """Where a divergence showed: after `control` executed controls, at `observation`,
+    replay and record having last agreed after `agreed` controls."""
+
+    control: int
+    observation: int
+    agreed: int = 0
+
+
+# A scene that is not the recorded one diverges before any control or observation.
+_BEFORE_ANY = _At(control=0, observation=0)
+
+
 class _Diverged(Exception):
-    def __init__(
-        self,
-        field: str,
-        recorded: object,
-        replayed: object,
-        *,
-        control: int,
-        observation: int,
-        agreed: int = 0,
-    ) -> None:
+    def __init__(self, field: str, recorded: object, replayed: object, at: _At) -> None:
         super().__init__(field)
-        self.field, self.recorded, self.replayed = field, recorded, replayed
-        self.control, self.observation, self.agreed = control, observation, agreed
+        self.field, self.recorded, self.replayed, self.at = field, recorded, replayed, at
 
 
 def _hashes(capture: Capture) -> dict[str, str]:
@@ -76,9 +82,9 @@ def replay(
             attempt_id=recorded.attempt_id,
             verdict="diverged",
             field=found.field,
-            control=found.control,
-            agreed_until_control=found.agreed,
-            observation=found.observation,
+            control=found.at.control,
+            agreed_until_control=found.at.agreed,
+            observation=found.at.observation,
             recorded=str(found.recorded),
             replayed=str(found.replayed),
         )
@@ -93,37 +99,15 @@ def replay(
 def _replay(
     adapter: Simulator, recorded: RecordedAttempt, goals: GoalTracker | None
 ) -> tuple[int, int]:
+    """Replay the recorded decisions in order, checking every recorded observation on the
+    way and the outcome at the end: the observations checked and the controls executed."""
+
     def note_goals(control: int) -> None:
         if goals is not None and isinstance(adapter, GoalProbe):
             goals.observe(control, adapter.goal_predicates())
 
     result = recorded.result
-    case = result.case
-    identity = adapter.resolve_task(case.suite, case.task_index, case.task_order_index)
-    for name, recorded_hash, found_hash in (
-        ("bddl_sha256", case.bddl_sha256, identity.bddl_sha256),
-        ("init_states_sha256", case.init_states_sha256, identity.init_states_sha256),
-        # The same files can carry another instruction (a LIBERO-Para paraphrase).
-        ("task_name", case.task_name, identity.task_name),
-        ("instruction", case.instruction, identity.instruction),
-    ):
-        if recorded_hash != found_hash:
-            raise _Diverged(name, recorded_hash, found_hash, control=0, observation=0)
-    adapter.set_control_cap(result.settings.control_cap)
-    start = adapter.start_episode(identity, case.init_state_index, case.seed)
-    if start.state_sha256 != case.state_sha256:
-        raise _Diverged(
-            "state_sha256", case.state_sha256, start.state_sha256, control=0, observation=0
-        )
-    if start.settling_controls != result.counters.settling_controls:
-        raise _Diverged(
-            "settling_controls",
-            result.counters.settling_controls,
-            start.settling_controls,
-            control=0,
-            observation=0,
-        )
-    capture: Capture | None = start.capture
+    capture: Capture | None = _rebuild_scene(adapter, result).capture
     executed = 0
     note_goals(0)
     first_success: tuple[int, int] | None = None
@@ -134,26 +118,7 @@ def _replay(
     for sequence in range(1, last + 1):
         want = recorded.observations.get(sequence)
         if want is not None:
-            if capture is None:
-                raise _Diverged(
-                    "observation",
-                    "published",
-                    "no capture",
-                    control=executed,
-                    observation=sequence,
-                    agreed=agreed,
-                )
-            got = _hashes(capture)
-            for camera in sorted(want):
-                if got.get(camera) != want[camera]:
-                    raise _Diverged(
-                        f"image_sha256.{camera}",
-                        want[camera],
-                        got.get(camera),
-                        control=executed,
-                        observation=sequence,
-                        agreed=agreed,
-                    )
+            _compare_observation(want, capture, _At(executed, sequence, agreed))
             checked += 1
             agreed = executed
         decision = by_sequence.get(sequence)
@@ -169,6 +134,54 @@ def _replay(
             if outcome.success and first_success is None:
                 first_success = (executed, sequence)
             capture = outcome.capture
+    _compare_outcome(result, executed, first_success, _At(executed, last, agreed))
+    return checked, executed
+
+
+def _rebuild_scene(adapter: Simulator, result: EpisodeResult) -> EpisodeStart:
+    """The recorded case's scene, started and settled as the runner did: its files, task
+    and instruction, its installed state and its settling checked against the record."""
+    case = result.case
+    identity = adapter.resolve_task(case.suite, case.task_index, case.task_order_index)
+    for name, recorded_hash, found_hash in (
+        ("bddl_sha256", case.bddl_sha256, identity.bddl_sha256),
+        ("init_states_sha256", case.init_states_sha256, identity.init_states_sha256),
+        # The same files can carry another instruction (a LIBERO-Para paraphrase).
+        ("task_name", case.task_name, identity.task_name),
+        ("instruction", case.instruction, identity.instruction),
+    ):
+        if recorded_hash != found_hash:
+            raise _Diverged(name, recorded_hash, found_hash, _BEFORE_ANY)
+    adapter.set_control_cap(result.settings.control_cap)
+    start = adapter.start_episode(identity, case.init_state_index, case.seed)
+    if start.state_sha256 != case.state_sha256:
+        raise _Diverged("state_sha256", case.state_sha256, start.state_sha256, _BEFORE_ANY)
+    if start.settling_controls != result.counters.settling_controls:
+        raise _Diverged(
+            "settling_controls",
+            result.counters.settling_controls,
+            start.settling_controls,
+            _BEFORE_ANY,
+        )
+    return start
+
+
+def _compare_observation(want: dict[str, str], capture: Capture | None, at: _At) -> None:
+    """A recorded observation against the replay's: each camera's PNG hash, as the
+    mailbox encodes it."""
+    if capture is None:
+        raise _Diverged("observation", "published", "no capture", at)
+    got = _hashes(capture)
+    for camera in sorted(want):
+        if got.get(camera) != want[camera]:
+            raise _Diverged(f"image_sha256.{camera}", want[camera], got.get(camera), at)
+
+
+def _compare_outcome(
+    result: EpisodeResult, executed: int, first_success: tuple[int, int] | None, at: _At
+) -> None:
+    """The replay's end against the record's: the controls executed, the first success's
+    control and policy call, and the native outcome."""
     counters = result.counters
     recorded_success = (
         None
@@ -176,34 +189,11 @@ def _replay(
         else (counters.first_success_control, counters.first_success_policy_call)
     )
     # Each observation is answered by one policy call: call n answers observation n.
-    replayed_success = first_success
     if executed != counters.executed_controls:
-        raise _Diverged(
-            "executed_controls",
-            counters.executed_controls,
-            executed,
-            control=executed,
-            observation=last,
-            agreed=agreed,
-        )
-    if replayed_success != recorded_success:
-        raise _Diverged(
-            "first_success",
-            recorded_success,
-            replayed_success,
-            control=executed,
-            observation=last,
-            agreed=agreed,
-        )
-    native = "success" if replayed_success is not None else "no success"
+        raise _Diverged("executed_controls", counters.executed_controls, executed, at)
+    if first_success != recorded_success:
+        raise _Diverged("first_success", recorded_success, first_success, at)
+    native = "success" if first_success is not None else "no success"
     recorded_native = "success" if result.termination == "native_success" else "no success"
     if native != recorded_native:
-        raise _Diverged(
-            "native_outcome",
-            recorded_native,
-            native,
-            control=executed,
-            observation=last,
-            agreed=agreed,
-        )
-    return checked, executed
+        raise _Diverged("native_outcome", recorded_native, native, at)
