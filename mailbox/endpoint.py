@@ -30,6 +30,21 @@ OWNER_ONLY = 0o700
 GROUP_MODES = (0o750, 0o2750, 0o2770, 0o2770)
 
 
+def observation_name(sequence: int) -> str:
+    """The file name of observation `sequence` (in the outbox, and as a run keeps it)."""
+    return f"obs-{sequence}.json"
+
+
+def image_name(sequence: int, camera: str) -> str:
+    """The file name of observation `sequence`'s image from `camera`."""
+    return f"obs-{sequence}-{camera}.png"
+
+
+def response_name(sequence: int) -> str:
+    """The file name of the response to observation `sequence` (in the inbox)."""
+    return f"resp-{sequence}.json"
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """An endpoint's names, and (for a real one) its held directories.
@@ -69,16 +84,16 @@ class Endpoint:
         return self.root.parent
 
     def observation_file(self, sequence: int) -> Path:
-        return self.outbox / f"obs-{sequence}.json"
+        return self.outbox / observation_name(sequence)
 
     def image_name(self, sequence: int, camera: str) -> str:
-        return f"obs-{sequence}-{camera}.png"
+        return image_name(sequence, camera)
 
     def image_file(self, sequence: int, camera: str) -> Path:
         return self.outbox / self.image_name(sequence, camera)
 
     def response_name(self, sequence: int) -> str:
-        return f"resp-{sequence}.json"
+        return response_name(sequence)
 
     def response_file(self, sequence: int) -> Path:
         return self.inbox / self.response_name(sequence)

@@ -39,7 +39,6 @@ from mailroom.orchestrator.audit.patterns import (
     path_disclosures,
 )
 from mailroom.orchestrator.audit.scan import (
-    AUDIT_FILE,
     AUDIT_SCHEMA,
     AUDIT_SCHEMA_V1,
     AuditError,
@@ -58,6 +57,7 @@ from mailroom.orchestrator.catalog.plans import Plan, build_plan, render_plan
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.records.layout import AUDIT_FILE
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,

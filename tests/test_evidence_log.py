@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE, EpisodeEvidence
+from mailroom.orchestrator.episode.evidence import EpisodeEvidence
+from mailroom.orchestrator.records.layout import EVENTS_FILE
 
 
 def _log(directory: Path) -> list[dict[str, Any]]:

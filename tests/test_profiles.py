@@ -31,6 +31,7 @@ from mailroom.orchestrator.actors.profiles import (
 )
 from mailroom.orchestrator.actors.sandbox import COPY_CAP_BYTES, SAFE_PATH, leftover_processes
 from mailroom.orchestrator.cli.launch import profile_actor_command
+from mailroom.orchestrator.records.layout import AttemptPaths
 
 
 def _write_profile(folder: Path, **fields: object) -> Path:
@@ -196,7 +197,7 @@ def _run_once(
     identity = launcher.identity()
     endpoint = create_endpoint(root, actor_gid=identity.gid)
     out = Path(tempfile.mkdtemp(prefix="mailroom-test-out-"))
-    actor = launcher.start(endpoint, "the instructions\n", identity, out)
+    actor = launcher.start(endpoint, "the instructions\n", identity, AttemptPaths(out).actor_output)
     deadline = time.monotonic() + 30
     while actor.alive() and time.monotonic() < deadline:
         time.sleep(0.02)

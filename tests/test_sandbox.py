@@ -37,6 +37,7 @@ from mailroom.orchestrator.actors.sandbox import (
     unreachable_part,
 )
 from mailroom.orchestrator.cli.main import main
+from mailroom.orchestrator.records.layout import AttemptPaths
 
 
 def _launcher(
@@ -59,7 +60,7 @@ def _run(
     endpoint = create_endpoint(mailbox_root, actor_gid=identity.gid)
     out = tmp_path / "evidence"
     out.mkdir(exist_ok=True)
-    actor = launcher.start(endpoint, "the instructions\n", identity, out)
+    actor = launcher.start(endpoint, "the instructions\n", identity, AttemptPaths(out).actor_output)
     deadline = time.monotonic() + 30
     while actor.alive() and time.monotonic() < deadline:
         time.sleep(0.02)

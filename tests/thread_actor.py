@@ -10,7 +10,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +107,11 @@ class ThreadLauncher:
         return OuterIdentity(None, None)
 
     def start(
-        self, endpoint: Any, instructions: str, identity: OuterIdentity, output_dir: Path | None
+        self,
+        endpoint: Any,
+        instructions: str,
+        identity: OuterIdentity,
+        output_files: Mapping[str, Path] | None,
     ) -> ThreadActor:
         actor = ThreadActor(endpoint.root, self.script).__enter__()
         self.started.append(actor)

@@ -65,8 +65,10 @@ class ActorLauncher(Protocol):
         endpoint: Endpoint,
         instructions: str,
         identity: OuterIdentity,
-        output_dir: Path | None,
-    ) -> ActorHandle: ...
+        output_files: Mapping[str, Path] | None,
+    ) -> ActorHandle:
+        """`output_files`: where the actor's `stdout` and `stderr` are kept (None: nowhere)."""
+        ...
 
 
 def passed_environment(names: Sequence[str], source: Mapping[str, str]) -> dict[str, str]:
@@ -172,7 +174,7 @@ class ProcessLauncher:
         endpoint: Endpoint,
         instructions: str,
         identity: OuterIdentity,
-        output_dir: Path | None,
+        output_files: Mapping[str, Path] | None,
     ) -> ActorProcess:
         passed = passed_environment(self.settings.pass_env, os.environ)
         fixed = {**dict(self.environment), "PATH": self.program.path}
@@ -207,7 +209,7 @@ class ProcessLauncher:
             instructions=instructions,
             workdir=endpoint.scratch,
             limits=self.limits,
-            output_dir=output_dir,
+            output_files=output_files,
             passed_env=passed,
             fixed_env=fixed,
             sandbox=command,

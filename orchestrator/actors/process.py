@@ -29,7 +29,6 @@ from mailroom.orchestrator.actors.sandbox import (
 )
 
 OUTPUT_CAP_BYTES = ActorLimits().output_mb << 20  # kept of each of stdout and stderr
-OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
 
 
 def scrubbed_environment(home: Path) -> dict[str, str]:
@@ -135,7 +134,7 @@ class ActorProcess:
         instructions: str,
         workdir: Path,
         limits: ActorLimits | None = None,
-        output_dir: Path | None = None,
+        output_files: Mapping[str, Path] | None = None,
         passed_env: Mapping[str, str] | None = None,
         fixed_env: Mapping[str, str] | None = None,
         sandbox: SandboxCommand | None = None,
@@ -150,11 +149,11 @@ class ActorProcess:
         self.workdir = workdir
         self.identity = identity or OuterIdentity(None, None)
         self.confinement = confinement or {"mode": "none"}
+        # Where each stream is kept (the run's layout names the files), or nowhere.
+        files = output_files or {}
         self.streams = {
-            name: CapturedStream(
-                name, None if output_dir is None else output_dir / file, self.limits.output_mb << 20
-            )
-            for name, file in OUTPUT_FILES.items()
+            name: CapturedStream(name, files.get(name), self.limits.output_mb << 20)
+            for name in ("stdout", "stderr")
         }
         for stream in self.streams.values():
             if stream.path is not None:

@@ -12,9 +12,9 @@ from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.episode.evidence import append_private_line, event_line
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.timestamps import utc_timestamp
 
-DISCLOSURES_FILE = "disclosures.jsonl"
 MAX_NOTE = 2000
 
 
@@ -64,7 +64,8 @@ def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> di
         "at": utc_timestamp(),
     }
     run.event("leak_disclosed", **fields)
-    append_private_line(record.directory / DISCLOSURES_FILE, event_line("leak_disclosed", **fields))
+    line = event_line("leak_disclosed", **fields)
+    append_private_line(AttemptPaths(record.directory).disclosures, line)
     return fields
 
 

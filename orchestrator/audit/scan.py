@@ -43,7 +43,12 @@ from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirec
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE
+from mailroom.orchestrator.records.layout import (
+    ENDPOINT_FILE,
+    LAUNCH_MESSAGE_FILE,
+    AttemptPaths,
+    RunPaths,
+)
 from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import (
@@ -59,7 +64,6 @@ from pydantic import (
 AUDIT_SCHEMA_V1: Literal["mailroom.audit/v1"] = "mailroom.audit/v1"
 AUDIT_SCHEMA: Literal["mailroom.audit/v2"] = "mailroom.audit/v2"
 AUDIT_SCHEMAS = (AUDIT_SCHEMA_V1, AUDIT_SCHEMA)
-AUDIT_FILE = "audit.json"
 
 MAX_WHERE = 1000
 MAX_REASON = 500
@@ -353,7 +357,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _actor_started(directory: Path) -> dict[str, Any] | None:
-    path = directory / EVENTS_FILE
+    path = AttemptPaths(directory).events
     if not path.exists():
         return None
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -408,18 +412,18 @@ class _Attempt:
 
 
 def _locate(record: AttemptRecord, plan_cases: dict[str, Case]) -> _Attempt:
-    mapping = record.directory / "endpoint.json"
+    mapping = AttemptPaths(record.directory).endpoint_mapping
     case = plan_cases.get(record.case_id)
     if not mapping.exists():
         return _Attempt(
-            record, case, None, "no endpoint.json: its endpoint cannot be located", mapped=False
+            record, case, None, f"no {ENDPOINT_FILE}: its endpoint cannot be located", mapped=False
         )
     try:
         document = _read_json(mapping)
         endpoint = Path(document["endpoint"])
         case = Case.model_validate(document["case"])
     except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
-        return _Attempt(record, case, None, f"endpoint.json is unreadable: {exc}")
+        return _Attempt(record, case, None, f"{ENDPOINT_FILE} is unreadable: {exc}")
     return _Attempt(record, case, endpoint, None)
 
 
@@ -435,15 +439,15 @@ def _instruction_of(case: Case | None) -> str | None:
 def _audit_attempt(attempt: _Attempt, identifiers: Identifiers, findings: _Findings) -> None:
     record = attempt.record
     scan = _Scan(record.attempt_id, identifiers, _instruction_of(attempt.case), findings)
-    launch = record.directory / "launch_message.json"
+    launch = AttemptPaths(record.directory).launch_message
     try:
         instructions = _read_json(launch)["instructions"]
         scan.text("instructions", str(instructions), source="handed")
     except FileNotFoundError:
         if attempt.endpoint is not None:
-            findings.cannot_verify(record.attempt_id, "no launch_message.json recorded")
+            findings.cannot_verify(record.attempt_id, f"no {LAUNCH_MESSAGE_FILE} recorded")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        findings.cannot_verify(record.attempt_id, f"launch_message.json is unreadable: {exc}")
+        findings.cannot_verify(record.attempt_id, f"{LAUNCH_MESSAGE_FILE} is unreadable: {exc}")
     started = _actor_started(record.directory)
     if started is not None:
         scan.text("argv", _argv_text(started), source="handed")
@@ -515,7 +519,7 @@ def record_verdict(run: RunDirectory, verdict: AuditVerdict) -> None:
     errors = schema_errors(verdict.schema_, document)
     if errors:
         raise ValueError(f"audit verdict does not match {verdict.schema_}: {errors[0]}")
-    publish_json(run.root / AUDIT_FILE, document)
+    publish_json(run.paths.audit, document)
     run.event(
         "audited",
         clean=verdict.clean,
@@ -528,7 +532,7 @@ def record_verdict(run: RunDirectory, verdict: AuditVerdict) -> None:
 def read_verdict(run_dir: Path) -> AuditVerdict | None:
     """The run's latest recorded verdict, v1 (an earlier audit) or v2; None when the run
     was never audited. A file that is neither is an `AuditError`."""
-    path = run_dir / AUDIT_FILE
+    path = RunPaths(run_dir).audit
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

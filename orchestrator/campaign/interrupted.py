@@ -23,8 +23,8 @@ from mailroom.orchestrator.campaign.run_directory import (
     split_attempt_id,
 )
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE, RESULT_FILE
 from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,
@@ -38,7 +38,7 @@ from mailroom.timestamps import utc_timestamp
 
 
 def _events(directory: Path) -> list[dict[str, Any]]:
-    path = directory / EVENTS_FILE
+    path = AttemptPaths(directory).events
     if not path.exists():
         return []
     out: list[dict[str, Any]] = []
@@ -82,7 +82,7 @@ def _case_record(case: Case) -> CaseRecord:
 
 
 def _case_of(run: RunDirectory, attempt_id: str) -> Case:
-    mapping = run.episode_dir(attempt_id) / "endpoint.json"
+    mapping = run.paths.attempt(attempt_id).endpoint_mapping
     if mapping.exists():
         return Case.model_validate(json.loads(mapping.read_text(encoding="utf-8"))["case"])
     from mailroom.orchestrator.catalog.plans import load_plan
@@ -98,14 +98,15 @@ def record_interrupted(
     run: RunDirectory, attempt_id: str, *, reason: str, kind: str = "interrupted"
 ) -> EpisodeResult:
     """Write the errored result for an attempt that has none (a corrupt one is kept aside)."""
-    directory = run.episode_dir(attempt_id)
+    paths = run.paths.attempt(attempt_id)
+    directory = paths.root
     directory.mkdir(parents=True, exist_ok=True)
-    result_path = directory / RESULT_FILE
+    result_path = paths.result
     if result_path.exists():
         existing = read_result(result_path)
         if not isinstance(existing, CorruptResult):
             return existing
-        result_path.replace(directory / "result.corrupt.json")
+        result_path.replace(paths.corrupt_result)
     manifest = run.read_manifest()
     settings = manifest["settings"]
     case = _case_of(run, attempt_id)

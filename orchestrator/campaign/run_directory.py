@@ -21,12 +21,11 @@ from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.episode.evidence import (
     DISCLOSING_EVENTS,
-    EVENTS_FILE,
-    RESULT_FILE,
     append_private_line,
     event_line,
     make_private_dir,
 )
+from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
 
@@ -54,7 +53,7 @@ class AttemptRecord:
     def actor_saw_anything(self) -> bool:
         """Whether an observation of this attempt may have reached its actor: such an
         attempt is never silently re-run."""
-        events = self.directory / EVENTS_FILE
+        events = AttemptPaths(self.directory).events
         if not events.exists():
             return False
         logged = events.read_bytes()
@@ -90,21 +89,22 @@ def split_attempt_id(attempt_id: str) -> tuple[str, int] | None:
 class RunDirectory:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.paths = RunPaths(root)
 
     @property
     def manifest_path(self) -> Path:
-        return self.root / "manifest.json"
+        return self.paths.manifest
 
     @property
     def plan_path(self) -> Path:
-        return self.root / "plan.json"
+        return self.paths.plan
 
     @property
     def episodes(self) -> Path:
-        return self.root / "episodes"
+        return self.paths.episodes
 
     def episode_dir(self, attempt_id: str) -> Path:
-        return self.episodes / attempt_id
+        return self.paths.attempt(attempt_id).root
 
     def exists(self) -> bool:
         return self.manifest_path.is_file()
@@ -120,10 +120,10 @@ class RunDirectory:
     def event(self, kind: str, /, **fields: Any) -> None:
         make_private_dir(self.root)
         line = event_line(kind, **fields)
-        append_private_line(self.root / EVENTS_FILE, line)
+        append_private_line(self.paths.events, line)
 
     def events(self) -> list[dict[str, Any]]:
-        path = self.root / EVENTS_FILE
+        path = self.paths.events
         if not path.exists():
             return []
         out: list[dict[str, Any]] = []
@@ -141,7 +141,7 @@ class RunDirectory:
             parsed = split_attempt_id(directory.name)
             if parsed is None or not directory.is_dir():
                 continue
-            result_path = directory / RESULT_FILE
+            result_path = AttemptPaths(directory).result
             result = read_result(result_path) if result_path.exists() else None
             records.append(AttemptRecord(directory.name, parsed[0], parsed[1], directory, result))
         records.sort(key=lambda r: (r.case_id, r.attempt))
@@ -154,7 +154,7 @@ class RunDirectory:
         at that moment would be refused as "in use").
         """
         try:
-            info = os.stat(self.root / ".lock")
+            info = os.stat(self.paths.lock)
             held = _PROC_LOCKS.read_text(encoding="ascii")
         except OSError:
             return False
@@ -168,7 +168,7 @@ class RunDirectory:
     def lock(self) -> Iterator[None]:
         """One launch or resume at a time per run directory."""
         make_private_dir(self.root)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -21,7 +21,6 @@ from mailroom.orchestrator.audit.disclosure import (
     resolve_attempt,
 )
 from mailroom.orchestrator.audit.scan import (
-    AUDIT_FILE,
     AuditError,
     AuditVerdict,
     Information,
@@ -128,7 +127,7 @@ def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
         )
     elif not verdict.leaks:
         console.print("no leak found, but not everything could be checked")
-    console.print(f"verdict recorded in {escape(str(run.root / AUDIT_FILE))}")
+    console.print(f"verdict recorded in {escape(str(run.paths.audit))}")
 
 
 @click.command()

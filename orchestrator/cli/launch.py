@@ -66,6 +66,7 @@ from mailroom.orchestrator.episode.settings import (
     RecordMode,
     RunSettings,
 )
+from mailroom.orchestrator.records.layout import RunPaths
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -210,7 +211,7 @@ def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], ru
             return
         if kind == "launch_message":
             case_id, attempt, text = payload[0], payload[1], payload[2]
-            copy = run_dir / "episodes" / attempt_id_of(case_id, attempt) / "launch_message.json"
+            copy = RunPaths(run_dir).attempt(attempt_id_of(case_id, attempt)).launch_message
             print_launch_message(progress.console, text, copy)
             return
         if kind == "finished":

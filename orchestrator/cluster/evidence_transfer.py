@@ -12,12 +12,8 @@ from pathlib import Path, PurePosixPath
 from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.campaign.run_directory import RunDirectory, split_attempt_id
 from mailroom.orchestrator.cluster.messages import EventLines, EvidenceChunk
-from mailroom.orchestrator.episode.evidence import (
-    EVENTS_FILE,
-    RESULT_FILE,
-    append_private_lines,
-    make_private_dir,
-)
+from mailroom.orchestrator.episode.evidence import append_private_lines, make_private_dir
+from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
 
 CHUNK_BYTES = 4 << 20
 MAX_DEPTH = 3
@@ -37,7 +33,7 @@ def attempt_chunks(directory: Path, attempt_id: str) -> Iterator[EvidenceChunk]:
         and not p.is_symlink()
         and not any(part.startswith(".") for part in p.relative_to(directory).parts)
     )
-    result = directory / RESULT_FILE
+    result = AttemptPaths(directory).result
     if result in files:
         files.remove(result)
         files.append(result)
@@ -88,7 +84,7 @@ class DriverEvidence:
             make_private_dir(directory)
             self._made.add(directory)
         append_private_lines(
-            directory / EVENTS_FILE, message.lines, durable=message.token is not None
+            AttemptPaths(directory).events, message.lines, durable=message.token is not None
         )
 
     def chunk(self, chunk: EvidenceChunk) -> bool:

@@ -49,7 +49,6 @@ from mailroom.orchestrator.cluster.messages import (
     WorkerReport,
 )
 from mailroom.orchestrator.cluster.worker import RayWorkerProcess, WorkerPlace
-from mailroom.orchestrator.episode.evidence import RESULT_FILE
 
 SLOT_RESOURCE = "mailroom_slot"
 DRAIN_S = 0.5
@@ -329,10 +328,10 @@ class _Driver:
         elif kind in ("finished", "crashed"):
             worker.live.discard(key)
             self.remaining -= 1
-            attempt_dir = self.run_dir.episode_dir(attempt_id_of(case_id, attempt))
+            attempt_paths = self.run_dir.paths.attempt(attempt_id_of(case_id, attempt))
             if kind == "crashed":
                 self.lost.append((case_id, attempt, str(rest[0])))
-            elif not (attempt_dir / RESULT_FILE).is_file():
+            elif not attempt_paths.result.is_file():
                 kind = "crashed"
                 reason = "its evidence did not reach the driver's run directory"
                 self.lost.append((case_id, attempt, reason))

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from mailroom.orchestrator.episode.evidence import PRIVATE_DIR_MODE, make_private_dir
+from mailroom.orchestrator.records.layout import RunPaths
 
 LOCK_NAME = ".lock"
 
@@ -49,7 +50,7 @@ class StagingArea:
         make_private_dir(self.run_dir)
 
     def attempt_dir(self, attempt_id: str) -> Path:
-        return self.run_dir / "episodes" / attempt_id
+        return RunPaths(self.run_dir).attempt(attempt_id).root
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -30,6 +30,7 @@ from mailroom.orchestrator.episode.runner import (
 )
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
+from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
 from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
@@ -93,7 +94,7 @@ def _prepare(
         confinement=ConfinementRecord.of(confinement),
         instructions_version=instructions,
     )
-    evidence = EpisodeEvidence(run_dir / "episodes" / request.attempt_id, mirror)
+    evidence = EpisodeEvidence(RunPaths(run_dir).attempt(request.attempt_id).root, mirror)
     return _Prepared(runner, request, evidence)
 
 
@@ -163,7 +164,7 @@ def blinded_episode(
     confinement = (
         ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
     )
-    video = EpisodeVideo(run_dir / "episodes" / case.attempt_id(attempt), CAMERAS)
+    video = EpisodeVideo(RunPaths(run_dir).attempt(case.attempt_id(attempt)).root, CAMERAS)
     prepared = _prepare(
         case,
         attempt,
@@ -184,11 +185,11 @@ def blinded_episode(
     )
     # The endpoint-to-case mapping lives only here, in the private run directory.
     evidence.write_private(
-        "endpoint.json",
+        ENDPOINT_FILE,
         {"endpoint": str(endpoint.root), "token": endpoint.token, "case": case.model_dump()},
     )
     evidence.write_private(
-        "launch_message.json", {"instructions": instructions, "instructions_version": version}
+        LAUNCH_MESSAGE_FILE, {"instructions": instructions, "instructions_version": version}
     )
     mailbox = MailboxTransport(
         endpoint,
@@ -203,7 +204,9 @@ def blinded_episode(
     actor: ActorHandle | None = None
     try:
         if launch_actor is not None and identity is not None:
-            actor = launch_actor.start(endpoint, instructions, identity, evidence.directory)
+            actor = launch_actor.start(
+                endpoint, instructions, identity, evidence.paths.actor_output
+            )
             evidence.event("actor_started", **actor.description())
             transport = ActorGuard(mailbox, actor.alive, checks)
         elif on_launch_message is not None:

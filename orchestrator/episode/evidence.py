@@ -147,6 +147,11 @@ class EpisodeEvidence:
             json.dumps(record, sort_keys=True, allow_nan=False) + "\n" for record in pending
         )
 
+    @property
+    def responses_dir(self) -> Path:
+        """Where claimed responses are kept, byte for byte."""
+        return self.directory / "responses"
+
     def response_path(self, sequence: int) -> Path:
         return self.directory / "responses" / f"resp-{sequence}.json"
 

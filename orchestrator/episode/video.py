@@ -33,8 +33,8 @@ from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 from mailroom.hashing import sha256_file
 from mailroom.mailbox.publish import fsync_directory
+from mailroom.orchestrator.records.layout import AttemptPaths
 
-VIDEOS_DIR = "videos"
 DEFAULT_FPS = 20
 CODEC: Final = "libx264"
 PIXEL_FORMAT = "yuv420p"
@@ -157,6 +157,7 @@ class EpisodeVideo:
         if isinstance(fps, bool) or not isinstance(fps, int) or fps < 1:
             raise ValueError(f"fps must be a positive integer, not {fps!r}")
         self.directory = directory
+        self._paths = AttemptPaths(directory)
         self.cameras: tuple[str, ...] = tuple(names)
         self.fps = fps
         self._encoders: dict[str, _CameraEncoder] = {}
@@ -217,7 +218,7 @@ class EpisodeVideo:
         for name, encoder in self._encoders.items():
             os.replace(encoder.temporary, encoder.final)
             records[name] = VideoRecord(
-                file=f"{VIDEOS_DIR}/{encoder.final.name}",
+                file=self._paths.relative(encoder.final),
                 frames=encoder.frames,
                 fps=self.fps,
                 width=encoder.width,
@@ -238,7 +239,7 @@ class EpisodeVideo:
 
     @property
     def _videos_dir(self) -> Path:
-        return self.directory / VIDEOS_DIR
+        return self._paths.videos
 
     def _empty_record(self) -> VideoRecord:
         return VideoRecord(file=None, frames=0, fps=self.fps, width=None, height=None, sha256=None)
@@ -266,7 +267,7 @@ class EpisodeVideo:
         try:
             for name in self.cameras:
                 height, width = int(first[name].shape[0]), int(first[name].shape[1])
-                final = self._videos_dir / f"{name}.mp4"
+                final = self._paths.video(name)
                 self._encoders[name] = _CameraEncoder(final, width, height, self.fps)
         except BaseException:
             self.abort()

@@ -22,6 +22,7 @@ from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
+from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
 from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.sim.libero import LiberoAdapter
@@ -146,7 +147,7 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path)
         c["published_at"] - detected_at - c.get("control_step", 0.0)
         for c, detected_at in zip(cycles, detected, strict=False)
     ]
-    events = (workdir / "run" / "episodes" / result.attempt_id / "events.jsonl").read_text()
+    events = RunPaths(workdir / "run").attempt(result.attempt_id).events.read_text()
     stamps = [
         json.loads(line)["t"]
         for line in events.splitlines()

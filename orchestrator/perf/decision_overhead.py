@@ -46,6 +46,7 @@ from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import act_response, milliseconds, write_response
+from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
@@ -116,7 +117,7 @@ def measure_transport(
 ) -> dict[str, Any]:
     """`deliver` then `await_decision` on an answer already in the inbox, `decisions` times."""
     endpoint = create_endpoint(workdir / "mailbox")
-    evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
+    evidence = EpisodeEvidence(RunPaths(workdir / "private").attempt("a-1").root)
     transport = MailboxTransport(
         endpoint, evidence, keep_images=keep_images, outbox_durability=durability
     )
@@ -196,7 +197,7 @@ def measure_cycle(
     adapter = FakeSimulator(control_cap=decisions * K, frames=_capture)
     runner = EpisodeRunner(adapter, settings)
     endpoint = create_endpoint(workdir / "mailbox")
-    evidence = EpisodeEvidence(workdir / "private" / "episodes" / "a-1")
+    evidence = EpisodeEvidence(RunPaths(workdir / "private").attempt("a-1").root)
     mailbox = MailboxTransport(
         endpoint, evidence, keep_images=keep_images, outbox_durability=settings.outbox_durability
     )

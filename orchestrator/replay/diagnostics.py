@@ -15,12 +15,12 @@ from typing import Literal
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 DIAGNOSTICS_SCHEMA: Literal["mailroom.diagnostics/v1"] = "mailroom.diagnostics/v1"
-DIAGNOSTICS_FILE = "diagnostics.json"
 LABEL: Literal["post-episode diagnostics: never a score"] = (
     "post-episode diagnostics: never a score"
 )
@@ -87,14 +87,14 @@ def write_diagnostics(directory: Path, diagnostics: AttemptDiagnostics) -> Path:
     errors = schema_errors(DIAGNOSTICS_SCHEMA, document)
     if errors:
         raise ValueError(f"diagnostics do not match {DIAGNOSTICS_SCHEMA}: {errors[0]}")
-    path = directory / DIAGNOSTICS_FILE
+    path = AttemptPaths(directory).diagnostics
     publish_json(path, document)
     return path
 
 
 def read_diagnostics(directory: Path) -> AttemptDiagnostics | None:
     """An attempt's diagnostics, or None (none computed, or not what they should be)."""
-    path = directory / DIAGNOSTICS_FILE
+    path = AttemptPaths(directory).diagnostics
     try:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 from mailroom.mailbox.action_layout import ACTION_DIMENSION
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, read_result
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE, RESULT_FILE
+from mailroom.orchestrator.records.layout import EVENTS_FILE, RESULT_FILE, AttemptPaths
 from mailroom.orchestrator.results.documents import EpisodeResult
 
 
@@ -67,7 +67,8 @@ def _prefix(value: Any, where: str) -> list[list[float]]:
 
 def read_recorded(directory: Path) -> RecordedAttempt:
     """Raises `NotReplayableError` naming the missing or unreadable evidence."""
-    result_path, events_path = directory / RESULT_FILE, directory / EVENTS_FILE
+    paths = AttemptPaths(directory)
+    result_path, events_path = paths.result, paths.events
     if not result_path.is_file():
         raise NotReplayableError(f"no {RESULT_FILE}: the attempt never finished")
     result = read_result(result_path)

@@ -36,12 +36,11 @@ from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.manifest import manifest_errors
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
-from mailroom.orchestrator.episode.video import VIDEOS_DIR
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.sim.base import CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"
-STEPS_FILE = "steps.jsonl"
 EPISODES_PARQUET = "episodes.parquet"
 STEPS_PARQUET = "steps.parquet"
 DEFAULT_EXPORT_DIR = "export"
@@ -352,7 +351,7 @@ def _episodes(
     skipped: list[Skipped] = []
     found: list[tuple[int, int, Path, EpisodeResult]] = []
     for record in run.attempts():
-        result_file = _relative(run, record.directory / "result.json")
+        result_file = _relative(run, AttemptPaths(record.directory).result)
         if record.result is None:
             skipped.append(Skipped(result_file, "missing: the attempt is in progress or ended"))
         elif isinstance(record.result, CorruptResult):
@@ -377,7 +376,7 @@ def _episodes(
 
 def _steps_for(episode: _Episode, proprio: bool) -> StepRows | None:
     """The episode's steps, None when it has no steps.jsonl; raises StepsFileError."""
-    path = episode.directory / STEPS_FILE
+    path = AttemptPaths(episode.directory).steps
     if not path.exists():
         return None
     steps = read_steps(path, proprio=proprio)
@@ -392,7 +391,7 @@ def _steps_for(episode: _Episode, proprio: bool) -> StepRows | None:
 def _video_paths(run: RunDirectory, episode: _Episode, cameras: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for camera in cameras:
-        path = episode.directory / VIDEOS_DIR / f"{camera}.mp4"
+        path = AttemptPaths(episode.directory).video(camera)
         out[f"videos.{camera}"] = _relative(run, path) if path.is_file() else None
     return out
 
@@ -486,7 +485,8 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
             try:
                 steps = _steps_for(episode, proprio)
             except StepsFileError as exc:
-                skipped.append(Skipped(_relative(run, episode.directory / STEPS_FILE), str(exc)))
+                steps_file = AttemptPaths(episode.directory).steps
+                skipped.append(Skipped(_relative(run, steps_file), str(exc)))
                 steps = None
             if steps is not None:
                 writer.add(episode.index, steps)

@@ -38,8 +38,8 @@ from mailroom.mailbox.watcher import (
     WatchMode,
 )
 from mailroom.measures import CLOCK
-from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, TimedOut
+from mailroom.orchestrator.transport.evidence_sink import EvidenceSink
 from mailroom.orchestrator.transport.observation import observation_document
 from mailroom.orchestrator.transport.png import encode_png
 
@@ -62,7 +62,7 @@ class MailboxTransport:
     def __init__(
         self,
         endpoint: Endpoint,
-        evidence: EpisodeEvidence,
+        evidence: EvidenceSink,
         watch_mode: WatchMode = "inotify",
         scan_interval: float = DEFAULT_SCAN_INTERVAL,
         keep_images: bool = True,
@@ -84,9 +84,7 @@ class MailboxTransport:
             hub=hub,
             counts=lambda name: response_sequence(name) is not None,
         )
-        self.receiver = ResponseReceiver(
-            self.endpoint, evidence.directory / "responses", self.watcher
-        )
+        self.receiver = ResponseReceiver(self.endpoint, evidence.responses_dir, self.watcher)
         self.watcher.start()
         self._encoded: tuple[Capture, dict[str, bytes]] | None = None
         self._fallback_recorded = False

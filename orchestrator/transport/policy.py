@@ -18,8 +18,8 @@ from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.messages import Observation
 from mailroom.mailbox.parser import ActionLimits, parse_response
-from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, PolicyFailed
+from mailroom.orchestrator.transport.evidence_sink import EvidenceSink
 from mailroom.orchestrator.transport.observation import build_observation
 
 # File names an in-process policy would have seen in a mailbox; no file is written.
@@ -41,7 +41,7 @@ class Policy(Protocol):
 
 
 class PolicyTransport:
-    def __init__(self, policy: Policy, evidence: EpisodeEvidence) -> None:
+    def __init__(self, policy: Policy, evidence: EvidenceSink) -> None:
         self.policy = policy
         self.evidence = evidence
         self._pending: PolicyObservation | None = None

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult
-from mailroom.orchestrator.episode.evidence import EVENTS_FILE, STEPS_FILE
+from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS
 
 # The most of an actor's text (a response, its output) a page shows.
 MAX_SHOWN_BYTES = 256 * 1024
-OUTPUT_FILES = ("actor-stdout.log", "actor-stderr.log")
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,9 @@ def _feedback_codes(feedback: Any) -> list[str]:
 def read_timeline(record: AttemptRecord) -> AttemptTimeline:
     """The attempt's timeline; its result is the one the run directory read already."""
     directory = record.directory
+    paths = AttemptPaths(directory)
     problems: list[str] = []
-    events = _read_jsonl(directory / EVENTS_FILE, problems)
+    events = _read_jsonl(paths.events, problems)
     by_sequence: dict[int, Decision] = {}
 
     def decision(sequence: int) -> Decision:
@@ -172,19 +172,17 @@ def read_timeline(record: AttemptRecord) -> AttemptTimeline:
             if isinstance(hashes, dict):
                 shown.image_sha256 = {str(k): str(v) for k, v in hashes.items()}
             shown.feedback_shown = event.get("feedback")
-            shown.counters_shown = _observation_counters(
-                directory / "observations" / f"obs-{sequence}.json"
-            )
+            shown.counters_shown = _observation_counters(paths.observation(sequence))
             for camera in CAMERAS:
-                name = f"observations/obs-{sequence}-{camera}.png"
-                if (directory / name).is_file():
-                    shown.images[camera] = name
+                image = paths.observation_image(sequence, camera)
+                if image.is_file():
+                    shown.images[camera] = paths.relative(image)
         elif kind in ("response_claimed", "response_rejected"):
             answered = decision(sequence)
             answered.verdict, answered.reasons = _verdict(event)
             sha = event.get("sha256")
             answered.response_sha256 = sha if isinstance(sha, str) else None
-            raw = directory / "responses" / f"resp-{sequence}.json"
+            raw = paths.response(sequence)
             if raw.is_file():
                 answered.response = ShownText.of(raw.read_bytes())
         elif kind == "actions_executed":
@@ -207,20 +205,20 @@ def read_timeline(record: AttemptRecord) -> AttemptTimeline:
             current.verdict = "deferred stop"
     result = record.result
     if isinstance(result, CorruptResult):
-        problems.append(f"result.json cannot be trusted: {result.reason}")
-    steps = _read_jsonl(directory / STEPS_FILE, problems)
+        problems.append(f"{RESULT_FILE} cannot be trusted: {result.reason}")
+    steps = _read_jsonl(paths.steps, problems)
     actions = [a for s in steps for a in _vectors([s.get("action")])]
     if not actions:  # minimal records keep no steps: the executed prefixes say the same
         actions = [a for d in decisions for a in d.executed_prefix]
     videos = {
-        camera: f"videos/{camera}.mp4"
+        camera: paths.relative(paths.video(camera))
         for camera in CAMERAS
-        if (directory / "videos" / f"{camera}.mp4").is_file()
+        if paths.video(camera).is_file()
     }
     outputs = {
-        name: ShownText.of((directory / name).read_bytes())
-        for name in OUTPUT_FILES
-        if (directory / name).is_file()
+        path.name: ShownText.of(path.read_bytes())
+        for path in paths.actor_output.values()
+        if path.is_file()
     }
     return AttemptTimeline(
         attempt_id=record.attempt_id,

@@ -56,7 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-TRACE_FILE = "actor-stdout.log"
+from mailroom.orchestrator.records.layout import AttemptPaths
+
 MAX_TRACE_BYTES = 64 << 20  # read of the captured output
 MAX_LINE_BYTES = 16 << 20  # one event (a tool result may hold an image as base64)
 MAX_LINES = 100_000
@@ -511,7 +512,7 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
 
 def read_trace(directory: Path, fmt: str) -> Trace | None:
     """The account kept in an attempt's folder (None: no captured output kept)."""
-    path = directory / TRACE_FILE
+    path = AttemptPaths(directory).actor_output["stdout"]
     if not path.is_file():
         return None
     with path.open("rb") as handle:
