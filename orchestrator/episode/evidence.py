@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mailroom.mailbox.publish import publish_bytes, publish_json
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import EpisodeResult
 
-RESULT_FILE = "result.json"
-EVENTS_FILE = "events.jsonl"
-STEPS_FILE = "steps.jsonl"
 # The run directory is the orchestrator's alone (`mailroom` also runs with umask 077).
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
@@ -76,13 +74,14 @@ class EventMirror(Protocol):
 class EpisodeEvidence:
     def __init__(self, directory: Path, mirror: EventMirror | None = None) -> None:
         self.directory = directory
+        self.paths = AttemptPaths(directory)
         self._mirror = mirror
         self._disclosed = False
         make_private_dir(self.directory)
-        (self.directory / "observations").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
-        (self.directory / "responses").mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
-        self._events = os.fdopen(open_private_log(directory / EVENTS_FILE), "a", encoding="utf-8")
-        self._steps = os.fdopen(open_private_log(directory / STEPS_FILE), "a", encoding="utf-8")
+        self.paths.observations.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        self.paths.responses.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
+        self._events = os.fdopen(open_private_log(self.paths.events), "a", encoding="utf-8")
+        self._steps = os.fdopen(open_private_log(self.paths.steps), "a", encoding="utf-8")
         self._pending_steps: list[dict[str, Any]] = []
         self._deferred_events: list[dict[str, Any]] = []
 
@@ -150,19 +149,19 @@ class EpisodeEvidence:
     @property
     def responses_dir(self) -> Path:
         """Where claimed responses are kept, byte for byte."""
-        return self.directory / "responses"
+        return self.paths.responses
 
     def response_path(self, sequence: int) -> Path:
-        return self.directory / "responses" / f"resp-{sequence}.json"
+        return self.paths.response(sequence)
 
     def keep_observation_file(self, name: str, data: bytes) -> None:
-        publish_bytes(self.directory / "observations" / name, data, durable=False)
+        publish_bytes(self.paths.observations / name, data, durable=False)
 
     def write_private(self, name: str, document: object) -> None:
         publish_json(self.directory / name, document)
 
     def write_result(self, result: EpisodeResult) -> None:
-        publish_json(self.directory / RESULT_FILE, result.document())
+        publish_json(self.paths.result, result.document())
 
     def close(self) -> None:
         if not self._events.closed:
