@@ -40,8 +40,9 @@ from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import ActorLimits, RunSettings
+from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.sim.fake import FakeSimulator
 
 # Removed wherever they appear: they differ between two runs of the same plan.

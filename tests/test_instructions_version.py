@@ -31,8 +31,9 @@ from mailroom.orchestrator.campaign.manifest import (
     instructions_of_run,
 )
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.sim.fake import FakeSimulator
 from test_export import make_run
 

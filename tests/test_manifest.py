@@ -10,9 +10,9 @@ import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import MANIFEST_SCHEMA, build_manifest
-from mailroom.orchestrator.catalog.plans import build_plan
 from mailroom.orchestrator.cli.launch import _settings_from, launch
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.plans import build_plan
 
 
 def external_manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:

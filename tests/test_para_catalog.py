@@ -42,10 +42,9 @@ from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA_V2,
     PlanCatalogMismatchError,
     PlanOptionError,
-    build_plan,
-    load_plan,
     write_plan,
 )
+from mailroom.orchestrator.families.plans import build_plan, load_plan
 from mailroom.orchestrator.sim.libero import resolve_task
 from para_copy import REVISION, make_para_copy, paraphrased
 
@@ -277,7 +276,7 @@ def test_plans_select_by_cell_and_goal_task(copy: tuple[Path, dict[str, str]]) -
         build_plan("development", suite="libero_para")
     with pytest.raises(PlanOptionError, match="a cell selects LIBERO-Para"):
         build_plan("fast", suite="libero_10", cell="action_synonym")
-    with pytest.raises(PlanOptionError, match="takes no category"):
+    with pytest.raises(PlanOptionError, match="a category selects LIBERO-Plus"):
         build_plan("fast", suite="libero_para", category="camera")
 
 

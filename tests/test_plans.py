@@ -30,11 +30,10 @@ from mailroom.orchestrator.catalog.plans import (
     PlanHashMismatchError,
     PlanInvalidError,
     PlanOptionError,
-    build_plan,
     content_sha256,
-    load_plan,
     write_plan,
 )
+from mailroom.orchestrator.families.plans import build_plan, load_plan
 from pydantic import ValidationError
 
 
@@ -230,7 +229,7 @@ MUTATIONS: dict[str, Change] = {
     "retried": lambda d: d.update(attempts_per_case=2),
     "no cases": lambda d: d.update(cases=[]),
     "short hash": lambda d: d.update(catalog_sha256="abc"),
-    "wrong schema": lambda d: d.update(schema="mailroom.plan/v3"),
+    "wrong schema": lambda d: d.update(schema="mailroom.plan/v9"),
 }
 
 

@@ -26,10 +26,7 @@ from mailroom.orchestrator.catalog.plans import (
     PlanHashMismatchError,
     PlanInvalidError,
     PlanOptionError,
-    build_plan,
     content_sha256,
-    load_plan,
-    parse_plan,
     render_plan,
     write_plan,
 )
@@ -40,6 +37,7 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     load_plus_catalog,
     plus_catalog_sha256,
 )
+from mailroom.orchestrator.families.plans import build_plan, load_plan, parse_plan
 from pydantic import ValidationError
 
 PLUS_SUITES = ("libero_plus_spatial", "libero_plus_object", "libero_plus_goal", "libero_plus_10")
@@ -255,7 +253,7 @@ BOTH_REFUSE: dict[str, Change] = {
     "retried": lambda d: d.update(attempts_per_case=2),
     "no cases": lambda d: d.update(cases=[]),
     "short hash": lambda d: d.update(catalog_sha256="abc"),
-    "unknown version": lambda d: d.update(schema="mailroom.plan/v3"),
+    "unknown version": lambda d: d.update(schema="mailroom.plan/v9"),
 }
 
 

@@ -49,6 +49,7 @@ FROZEN = {
     ),
     "mailroom.plan.v1.json": ("66ca6e748091a8771765913e312ddb47e2e12a8372e3fbaecb2735935b4d2d36"),
     "mailroom.plan.v2.json": ("d8b216339e4ae587d10ca43eddd86c00762bc68716aa5fbf22114dd3d02ae74b"),
+    "mailroom.plan.v3.json": ("415defead48607adb9a537b22fe258d30f38be0e3021b92a90d95eb01b764ab0"),
     "mailroom.response.v1.json": (
         "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
     ),

@@ -32,6 +32,7 @@ from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case, attempt_id_of
+from mailroom.orchestrator.catalog.kept import KeptCatalog
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -57,6 +58,9 @@ class LaunchConfig:
     workers: int = 1
     # The version of the actor instructions the profile hands its actors.
     instructions: str = DEFAULT_INSTRUCTIONS
+    # The catalog the run keeps (a LIBERO-Para copy's), as data: each worker pins it
+    # before it resolves a case, on whatever node it runs (catalog/kept.py).
+    kept: KeptCatalog | None = None
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def _case_of(run: RunDirectory, attempt_id: str) -> Case:
     mapping = run.paths.attempt(attempt_id).endpoint_mapping
     if mapping.exists():
         return Case.model_validate(json.loads(mapping.read_text(encoding="utf-8"))["case"])
-    from mailroom.orchestrator.catalog.plans import load_plan
+    from mailroom.orchestrator.families.plans import load_plan
 
     parsed = split_attempt_id(attempt_id)
     for case in load_plan(run.plan_path).to_cases():

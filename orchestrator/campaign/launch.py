@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -31,12 +30,8 @@ from mailroom.orchestrator.campaign.coordinator import (
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.catalog.para import (
-    PARA_CATALOG_FILE,
-    declare_run_para_catalog,
-    load_para_catalog,
-    render_para,
-)
+from mailroom.orchestrator.catalog.kept import keep_run_catalog, pin_run_catalog
+from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -172,15 +167,19 @@ def run_campaign(
         else:
             run.write_manifest(manifest)
             run.plan_path.write_bytes(request.plan_bytes)
-            if request.plan.benchmark == "libero_para":
-                # The copy's catalog (every file's hash, cell and match, the revision),
-                # kept with the run: the manifest and the plan name it by its hash.
-                publish_bytes(run.root / PARA_CATALOG_FILE, render_para(load_para_catalog()))
+            # A catalog made from a local copy (every file's hash, cell and match, the
+            # revision) is kept with the run: the manifest and the plan name it by hash.
+            keep_run_catalog(run.root, request.plan.benchmark)
             run.event("launched", volatile=manifest["volatile"], **live)
-        if request.plan.benchmark == "libero_para":
-            # The workers resolve cases against the kept catalog, not the copy as it is
-            # by then: a file added or changed mid-run cannot move a case.
-            declare_run_para_catalog(run.root, manifest["protocol"]["catalog_sha256"])
+        # This process and every worker resolve cases against the kept catalog, not the
+        # copy as it is by then: a file added or changed mid-run cannot move a case. The
+        # workers get it inside their work (a Ray worker on another node has no copy).
+        kept = pin_run_catalog(run.root)
+        if kept is not None:
+            check_declared_copy(
+                load_para_catalog(),
+                (c.task_index for c in request.plan.cases if c.suite == PARA_SUITE),
+            )
         planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
         for seen in planned.interrupted:
             record_interrupted(run, seen.attempt_id, reason=SEEN_THEN_STOPPED)
@@ -201,6 +200,7 @@ def run_campaign(
             slots=request.slots,
             memory=request.memory,
             instructions=declared_instructions(request.declaration),
+            kept=kept,
         )
         on_scheduled(len(planned.work))
         outcome = request.executor.run(config, planned.work, request.workers, listener)

@@ -149,6 +149,8 @@ class LiveEpisodes:
         admission: Admission,
         mirror: EventMirror | None = None,
     ) -> None:
+        if config.kept is not None:
+            config.kept.pin()  # the run's kept catalog, handed over inside the work
         self.config = config
         self.mirror = mirror
         self.settings = config.settings

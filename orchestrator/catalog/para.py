@@ -22,11 +22,12 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from mailroom.hashing import sha256_bytes
+from mailroom.hashing import sha256_bytes, sha256_file
 from mailroom.mailbox.messages import MAX_INSTRUCTION_CHARS
 from mailroom.mailbox.publish import document_bytes
 from mailroom.orchestrator.catalog.frozen import (
@@ -41,10 +42,8 @@ from pydantic import Field, model_validator
 
 PARA_SUITE = "libero_para"
 PARA_SCHEMA: Literal["mailroom.libero_para_catalog/v1"] = "mailroom.libero_para_catalog/v1"
-# The declared setting: the copy a process (and the workers it starts) reads.
+# The declared setting: the copy this process reads (a plan, a launch's first catalog).
 PARA_DIR_VARIABLE = "MAILROOM_PARA_DIR"
-# Or, for commands that read a finished run, the catalog the run kept (no copy needed).
-PARA_CATALOG_VARIABLE = "MAILROOM_PARA_CATALOG"
 GOAL_SUITE = "libero_goal"
 PARA_CATALOG_FILE = "para_catalog.json"  # in a LIBERO-Para run's directory
 MAX_BDDL_BYTES = 1024 * 1024
@@ -362,44 +361,58 @@ def declared_para_dir() -> Path:
 
 def declare_para_dir(directory: Path) -> None:
     os.environ[PARA_DIR_VARIABLE] = str(directory.resolve())
-    os.environ.pop(PARA_CATALOG_VARIABLE, None)  # a new copy, read afresh
-    load_para_catalog.cache_clear()
+    pin_para_catalog(None)  # a new copy, read afresh
 
 
-def declare_run_para_catalog(run_dir: Path, recorded_sha256: str) -> bool:
-    """Pin this process (and the workers it starts) to the catalog a LIBERO-Para run
-    kept, which must hash to what the run's manifest records. From then on cases
-    resolve against it, whatever the copy holds now; a declared copy only has each
-    file checked against it."""
-    kept = run_dir / PARA_CATALOG_FILE
-    if not kept.is_file():
-        return False
-    if sha256_bytes(kept.read_bytes()) != recorded_sha256:
-        raise ParaCopyError(f"{kept} does not hash to the catalog the run's manifest records")
-    os.environ[PARA_CATALOG_VARIABLE] = str(kept.resolve())
+# The catalog this process resolves LIBERO-Para cases against, when a run's kept catalog
+# was pinned (catalog/kept.py): handed to each worker inside its work, never inherited.
+_PINNED: list[ParaCatalog] = []
+
+
+def pin_para_catalog(catalog: ParaCatalog | None) -> None:
+    """From now on this process resolves LIBERO-Para cases against `catalog` (a run's
+    kept catalog), whatever a declared copy holds; None: the declared copy again."""
+    _PINNED.clear()
+    if catalog is not None:
+        _PINNED.append(catalog)
     load_para_catalog.cache_clear()
-    return True
 
 
 @cache
 def load_para_catalog() -> ParaCatalog:
     """The catalog a run pinned, or else the declared copy's; either must have been
     matched against the installed LIBERO-Goal tasks."""
-    kept = os.environ.get(PARA_CATALOG_VARIABLE)
-    try:
-        found = (
-            parse_para_catalog(Path(kept).read_bytes())
-            if kept
-            else read_para_copy(declared_para_dir())
-        )
-    except (OSError, ValueError) as exc:
-        raise ParaCopyError(f"the LIBERO-Para catalog {kept} cannot be read: {exc}") from exc
+    if _PINNED:
+        found = _PINNED[0]
+    else:
+        directory = declared_para_dir()
+        try:
+            found = read_para_copy(directory)
+        except (OSError, ValueError) as exc:
+            raise ParaCopyError(f"the LIBERO-Para copy {directory} cannot be read: {exc}") from exc
     if found.goal_catalog_sha256 != catalog_sha256():
         raise ParaCopyError(
             "the LIBERO-Para catalog was matched against another LIBERO catalog "
             f"({found.goal_catalog_sha256}) than the installed one"
         )
     return found
+
+
+def check_declared_copy(catalog: ParaCatalog, task_indices: Iterable[int]) -> None:
+    """Where a copy is declared in this process, each named entry's file in it must still
+    hash to what `catalog` recorded: a launch, resume or replay checks it before any
+    worker starts (workers never read the copy: it may not be on their node)."""
+    if not os.environ.get(PARA_DIR_VARIABLE):
+        return
+    root = declared_para_dir()
+    for task_index in sorted(set(task_indices)):
+        entry = catalog.entry(task_index)
+        copy = root / entry.para_path
+        if not copy.is_file() or sha256_file(copy) != entry.para_sha256:
+            raise ParaCopyError(
+                f"{copy} is missing or changed since the LIBERO-Para catalog was read: "
+                "the copy is not the one the plan pinned"
+            )
 
 
 def para_document(catalog: ParaCatalog) -> dict[str, object]:

@@ -1,6 +1,8 @@
-"""Selection plans (`mailroom.plan/v1`, `/v2`): which cases a run attempts, each once, never
-retried. LIBERO and LIBERO-PRO plans stay version 1; version 2 holds the benchmarks whose
-suites live in catalogs of their own (LIBERO-Plus, LIBERO-Para).
+"""Selection plans (`mailroom.plan/v1`, `/v2`, `/v3`): which cases a run attempts, each
+once, never retried. The document and its model live here, with the selections of the
+LIBERO catalogs; building and loading a plan goes through the family registry
+(`families.plans`). New plans are version 3; LIBERO and LIBERO-PRO plans were version 1
+before it and LIBERO-Plus and LIBERO-Para plans version 2, and such plans still load.
 
 A plan is content-addressed: `plan_sha256` covers everything else in the document, so a
 run can record exactly what it was asked to do and a loader refuses any edited plan.
@@ -8,7 +10,6 @@ run can record exactly what it was asked to do and a loader refuses any edited p
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,32 +17,30 @@ from typing import Annotated, Any, Literal, cast, get_args
 
 from mailroom.hashing import hash_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
-from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
-    Benchmark,
     Catalog,
     CatalogEntry,
-    CatalogError,
     FrozenModel,
-    catalog_entry,
-    catalog_sha256_of,
-    is_current_catalog,
     load_catalog,
 )
 from mailroom.orchestrator.catalog.para import PARA_SUITE, ParaEntry, load_para_catalog
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_CATEGORIES,
-    is_plus_suite,
     load_plus_catalog,
 )
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
 PLAN_SCHEMA_V2: Literal["mailroom.plan/v2"] = "mailroom.plan/v2"
-PLAN_SCHEMAS = (PLAN_SCHEMA, PLAN_SCHEMA_V2)
-# The benchmarks a version-1 plan can name; the others need version 2.
-V1_BENCHMARKS = ("libero", "libero_pro")
+# Every plan written from now on: `benchmark` names any registered family.
+PLAN_SCHEMA_V3: Literal["mailroom.plan/v3"] = "mailroom.plan/v3"
+PLAN_SCHEMAS = (PLAN_SCHEMA, PLAN_SCHEMA_V2, PLAN_SCHEMA_V3)
+# The benchmarks each earlier version's frozen schema enumerates (v3 names any family).
+LEGACY_PLAN_BENCHMARKS: dict[str, tuple[str, ...]] = {
+    PLAN_SCHEMA: ("libero", "libero_pro"),
+    PLAN_SCHEMA_V2: ("libero_plus", "libero_para"),
+}
 PlanKind = Literal["fast", "development", "task_coverage", "all", "canonical"]
 PLAN_KINDS: tuple[str, ...] = get_args(PlanKind)
 
@@ -84,11 +83,14 @@ class PlanExistsError(PlanError, FileExistsError):
     """A different plan already exists at the target path."""
 
 
+BenchmarkName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+
+
 class PlanCase(FrozenModel):
     """A case as the frozen plan document stores it (`Case` is the same selection as the
     coordinator's work unit); kept apart so the plan file's shape stays frozen."""
 
-    benchmark: Benchmark
+    benchmark: BenchmarkName
     suite: Annotated[str, Field(pattern=r"^[a-z0-9_]{1,100}$")]
     task_index: NonNegative
     init_state_index: NonNegative
@@ -100,14 +102,16 @@ class PlanCase(FrozenModel):
 
 
 class Plan(FrozenModel):
-    schema_: Literal["mailroom.plan/v1", "mailroom.plan/v2"] = Field(
-        default=PLAN_SCHEMA, alias="schema"
+    schema_: Literal["mailroom.plan/v1", "mailroom.plan/v2", "mailroom.plan/v3"] = Field(
+        default=PLAN_SCHEMA_V3, alias="schema"
     )
     kind: PlanKind
     label: Annotated[str, Field(min_length=1, max_length=200)]
     description: Annotated[str, Field(min_length=1, max_length=2000)]
     canonical_protocol: bool
-    benchmark: Benchmark
+    # A registered family's name: checked against the registry when a plan is loaded
+    # (`families.plans`); v1 and v2 documents name only the four built-in families.
+    benchmark: BenchmarkName
     catalog_sha256: Sha256
     attempts_per_case: Literal[1] = 1
     cases: Annotated[list[PlanCase], Field(min_length=1)]
@@ -121,8 +125,12 @@ class Plan(FrozenModel):
             raise ValueError(f"every case must belong to benchmark {self.benchmark}")
         if len(set(self.cases)) != len(self.cases):
             raise ValueError("a plan never repeats a case")
-        if (self.schema_ == PLAN_SCHEMA) != (self.benchmark in V1_BENCHMARKS):
-            version = PLAN_SCHEMA if self.benchmark in V1_BENCHMARKS else PLAN_SCHEMA_V2
+        allowed = LEGACY_PLAN_BENCHMARKS.get(self.schema_)
+        if allowed is not None and self.benchmark not in allowed:
+            version = next(
+                (v for v, names in LEGACY_PLAN_BENCHMARKS.items() if self.benchmark in names),
+                PLAN_SCHEMA_V3,
+            )
             raise ValueError(f"a {self.benchmark} plan is a {version} document")
         return self
 
@@ -139,24 +147,26 @@ def content_sha256(document: dict[str, Any]) -> str:
     return hash_document(body)
 
 
-def _ids(task_ids: Sequence[int]) -> str:
+def format_ids(task_ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in task_ids)
 
 
-def _unique(task_ids: Sequence[int]) -> Sequence[int]:
+def unique_ids(task_ids: Sequence[int]) -> Sequence[int]:
     if not task_ids:
         raise PlanOptionError("task ids must name at least one task")
     duplicates = sorted({i for i in task_ids if list(task_ids).count(i) > 1})
     if duplicates:
-        raise PlanOptionError(f"task ids repeat {_ids(duplicates)}: a plan attempts each case once")
+        raise PlanOptionError(
+            f"task ids repeat {format_ids(duplicates)}: a plan attempts each case once"
+        )
     return task_ids
 
 
 def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
-    return [catalog.entry(suite, i) for i in _unique(task_ids)]
+    return [catalog.entry(suite, i) for i in unique_ids(task_ids)]
 
 
-def _once(entries: Sequence[CatalogEntry], seed: int = FIXED_SEED) -> list[PlanCase]:
+def cases_once(entries: Sequence[CatalogEntry], seed: int = FIXED_SEED) -> list[PlanCase]:
     return [
         PlanCase(
             benchmark=e.benchmark,
@@ -170,7 +180,7 @@ def _once(entries: Sequence[CatalogEntry], seed: int = FIXED_SEED) -> list[PlanC
     ]
 
 
-def _canonical(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
+def cases_canonical(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
     """(task 0, state 0), (task 1, state 0), ..., (task 0, state 1), ..."""
     short = [e for e in entries if e.n_init_states < CANONICAL_INIT_STATES]
     if short:
@@ -193,20 +203,20 @@ def _canonical(entries: Sequence[CatalogEntry]) -> list[PlanCase]:
     ]
 
 
-_ONCE_NOTE = (
+ONCE_NOTE = (
     "each once with released initial state 0, task order 0 and seed 20260907; every "
     "failure and error is kept and nothing is retried. An iteration plan: its results are "
     "not a reproduction of reported LIBERO numbers."
 )
 
 
-def _refuse(kind: str, **given: object) -> None:
+def refuse_options(kind: str, **given: object) -> None:
     for name, value in given.items():
         if value is not None:
             raise PlanOptionError(f"plan kind {kind!r} takes no {name.replace('_', ' ')}")
 
 
-def _kind(kind: str) -> PlanKind:
+def plan_kind(kind: str) -> PlanKind:
     if kind in PLAN_KINDS:
         return cast(PlanKind, kind)
     raise PlanOptionError(f"unknown plan kind {kind!r}; choose one of {', '.join(PLAN_KINDS)}")
@@ -224,11 +234,11 @@ class Selection:
 def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
     suite = suite or FAST_SUITE
     entries = _select(catalog, suite, FAST_TASK_IDS if task_ids is None else task_ids)
-    ids = _ids([e.task_index for e in entries])
+    ids = format_ids([e.task_index for e in entries])
     return Selection(
         label=f"fast: {suite} tasks {ids}, each once",
-        description=f"Fast plan: preselected {suite} tasks {ids}, {_ONCE_NOTE}",
-        cases=_once(entries),
+        description=f"Fast plan: preselected {suite} tasks {ids}, {ONCE_NOTE}",
+        cases=cases_once(entries),
     )
 
 
@@ -241,14 +251,15 @@ def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | 
     outside = [i for i in wanted if i not in DEVELOPMENT_TASK_IDS]
     if outside:
         raise PlanOptionError(
-            f"plan kind 'development' permits {DEVELOPMENT_SUITE} task ids 0-4, not {_ids(outside)}"
+            f"plan kind 'development' permits {DEVELOPMENT_SUITE} task ids 0-4, "
+            f"not {format_ids(outside)}"
         )
     entries = _select(catalog, DEVELOPMENT_SUITE, wanted)
-    ids = _ids(wanted)
+    ids = format_ids(wanted)
     return Selection(
         label=f"development: {DEVELOPMENT_SUITE} tasks {ids}, each once",
-        description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {_ONCE_NOTE}",
-        cases=_once(entries),
+        description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {ONCE_NOTE}",
+        cases=cases_once(entries),
     )
 
 
@@ -258,26 +269,26 @@ def _task_coverage(
     if suite is None or task_ids is None:
         raise PlanOptionError("plan kind 'task_coverage' needs an explicit suite and task ids")
     entries = _select(catalog, suite, task_ids)
-    ids = _ids(task_ids)
+    ids = format_ids(task_ids)
     return Selection(
         label=f"task coverage: {suite} tasks {ids}, each once",
-        description=f"Task-coverage plan: {suite} tasks {ids} in this order, {_ONCE_NOTE}",
-        cases=_once(entries),
+        description=f"Task-coverage plan: {suite} tasks {ids} in this order, {ONCE_NOTE}",
+        cases=cases_once(entries),
     )
 
 
 def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
-    _refuse("all", suite=suite, task_ids=task_ids)
+    refuse_options("all", suite=suite, task_ids=task_ids)
     entries = [e for s in catalog.suites("libero") for e in catalog.suite_entries(s)]
     n = len(entries)
     return Selection(
         label=f"all: the {n} standard LIBERO suite-task entries, each once",
         description=(
             f"All-entries plan: the {n} standard LIBERO suite-task entries in catalog order, "
-            f"{_ONCE_NOTE} Not the canonical protocol and not a {n} x "
+            f"{ONCE_NOTE} Not the canonical protocol and not a {n} x "
             f"{CANONICAL_INIT_STATES} full schedule."
         ),
-        cases=_once(entries),
+        cases=cases_once(entries),
     )
 
 
@@ -286,7 +297,7 @@ def _canonical_protocol(
 ) -> Selection:
     if suite is None:
         raise PlanOptionError("plan kind 'canonical' needs a suite")
-    _refuse("canonical", task_ids=task_ids)
+    refuse_options("canonical", task_ids=task_ids)
     entries = catalog.suite_entries(suite)
     description = (
         f"The field's canonical LIBERO protocol applied to {suite}: every task from each of "
@@ -305,7 +316,7 @@ def _canonical_protocol(
             f"fixed initial states, seed {CANONICAL_SEED}"
         ),
         description=description,
-        cases=_canonical(entries),
+        cases=cases_canonical(entries),
     )
 
 
@@ -319,7 +330,7 @@ def select_plus(
         raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {suite}")
     picked = f"{category} tasks" if category else "tasks"
     if kind == "fast":
-        _refuse("fast", category=category)
+        refuse_options("fast", category=category)
         if task_ids is None:
             entries = [
                 found[0]
@@ -327,13 +338,17 @@ def select_plus(
                 if (found := catalog.suite_entries(suite, name))
             ]
         else:
-            entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
+            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
         shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
-        picked = "one offline task per category" if task_ids is None else f"tasks {_ids(task_ids)}"
+        picked = (
+            "one offline task per category"
+            if task_ids is None
+            else f"tasks {format_ids(task_ids)}"
+        )
         return Selection(
             label=f"fast: {suite}, {picked}, each once",
-            description=f"Fast plan: {suite} tasks {shown}, {_ONCE_NOTE}"[:2000],
-            cases=_once(entries),
+            description=f"Fast plan: {suite} tasks {shown}, {ONCE_NOTE}"[:2000],
+            cases=cases_once(entries),
         )
     if kind == "task_coverage":
         if task_ids is None and category is None:
@@ -343,21 +358,21 @@ def select_plus(
         if task_ids is None:
             entries = catalog.suite_entries(suite, category)
         else:
-            entries = [catalog.entry(suite, i) for i in _unique(task_ids)]
+            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
             stray = [e.task_index for e in entries if category and e.category != category]
             if stray:
-                raise PlanOptionError(f"{suite} tasks {_ids(stray)} are not {category} tasks")
+                raise PlanOptionError(f"{suite} tasks {format_ids(stray)} are not {category} tasks")
         if not entries:
             raise PlanOptionError(f"{suite} has no offline {category} tasks")
         return Selection(
             label=f"task coverage: {suite} {picked} ({len(entries)}), each once",
             description=(
                 f"Task-coverage plan: {len(entries)} offline {suite} {picked} in the package's "
-                f"order, {_ONCE_NOTE}"
+                f"order, {ONCE_NOTE}"
             ),
-            cases=_once(entries),
+            cases=cases_once(entries),
         )
-    _refuse("canonical", task_ids=task_ids)
+    refuse_options("canonical", task_ids=task_ids)
     entries = catalog.suite_entries(suite, category)
     if not entries:
         raise PlanOptionError(f"{suite} has no offline {category} tasks")
@@ -373,7 +388,7 @@ def select_plus(
             "assets are not in the catalog and not in the plan. Every failure and error is "
             "kept and nothing is retried."
         ),
-        cases=_once(entries, seed=CANONICAL_SEED),
+        cases=cases_once(entries, seed=CANONICAL_SEED),
     )
 
 
@@ -381,13 +396,13 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
     """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
     ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
     catalog = load_para_catalog()
-    goal_tasks = None if task_ids is None else list(_unique(task_ids))
+    goal_tasks = None if task_ids is None else list(unique_ids(task_ids))
     entries = catalog.select(cell, goal_tasks)
     where = " ".join(
         part
         for part in (
             f"cell {cell}" if cell is not None else "",
-            f"Goal tasks {_ids(goal_tasks)}" if goal_tasks is not None else "",
+            f"Goal tasks {format_ids(goal_tasks)}" if goal_tasks is not None else "",
         )
         if part
     )
@@ -398,7 +413,7 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
     if kind in ("development", "all"):
         raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {PARA_SUITE}")
     if kind == "fast":
-        _refuse("fast", cell=cell)
+        refuse_options("fast", cell=cell)
         firsts: dict[str, ParaEntry] = {}
         for e in entries:
             firsts.setdefault(e.cell or "", e)
@@ -407,9 +422,9 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
             label=f"fast: {picked}, one paraphrase per cell, each once",
             description=(
                 f"Fast plan: {len(entries)} LIBERO-Para paraphrases (copy revision "
-                f"{revision}), the first of each cell, {_ONCE_NOTE}"
+                f"{revision}), the first of each cell, {ONCE_NOTE}"
             ),
-            cases=_once(entries),
+            cases=cases_once(entries),
         )
     if kind == "task_coverage":
         if cell is None and goal_tasks is None:
@@ -420,9 +435,9 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
             label=f"task coverage: {picked}, {len(entries)} paraphrases, each once",
             description=(
                 f"Task-coverage plan: {len(entries)} LIBERO-Para paraphrases of {picked} "
-                f"(copy revision {revision}) in path order, {_ONCE_NOTE}"
+                f"(copy revision {revision}) in path order, {ONCE_NOTE}"
             ),
-            cases=_once(entries),
+            cases=cases_once(entries),
         )
     states = min(e.n_init_states for e in entries)
     if states < CANONICAL_INIT_STATES:
@@ -440,7 +455,7 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
             "canonical protocol interleaves tasks. Every failure and error is kept and "
             "nothing is retried."
         ),
-        cases=_canonical(entries),
+        cases=cases_canonical(entries),
     )
 
 
@@ -455,57 +470,7 @@ _BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], 
 
 def select_libero(kind: str, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
     """A plan kind's cases from the frozen LIBERO catalog (LIBERO and LIBERO-PRO)."""
-    return _BUILDERS[_kind(kind)](load_catalog(), suite, task_ids)
-
-
-def build_plan(
-    kind: str,
-    suite: str | None = None,
-    task_ids: Sequence[int] | None = None,
-    category: str | None = None,
-    cell: str | None = None,
-) -> Plan:
-    """Build a plan from the frozen catalog.
-
-    `fast`: `suite` (default libero_10) and `task_ids` (default 0,1), each once.
-    `development`: LIBERO-10, `task_ids` within 0-4 (default all five), each once.
-    `task_coverage`: an explicit `suite` and `task_ids`, each once, in the order given.
-    `all`: the 130 standard entries once, in catalog order.
-    `canonical`: every task of `suite` x its 50 released initial states, seed 7.
-    A LIBERO-Plus suite (`libero_plus_goal`, ...) takes a `category` too: `fast` is one
-    offline task per category, `task_coverage` the given tasks or a category's, and
-    `canonical` every offline task (of the category) once, as the package prescribes.
-    `libero_para` (the declared LIBERO-Para copy) takes a `cell`, and `task_ids` name
-    LIBERO-Goal tasks: `fast` is the first paraphrase of each cell, `task_coverage` a
-    cell's or Goal tasks' paraphrases once, `canonical` each x the 50 Goal states.
-    Unknown suites and task indices raise the catalog's typed lookup errors.
-    """
-    checked = _kind(kind)
-    if cell is not None and suite != PARA_SUITE:
-        raise PlanOptionError(f"a cell selects LIBERO-Para paraphrases: give --suite {PARA_SUITE}")
-    if suite == PARA_SUITE:
-        _refuse(checked, category=category)
-        selection = select_para(checked, task_ids, cell)
-    elif suite is not None and is_plus_suite(suite):
-        selection = select_plus(checked, suite, task_ids, category)
-    else:
-        if category is not None:
-            raise PlanOptionError("a category selects LIBERO-Plus tasks: give a libero_plus suite")
-        selection = _BUILDERS[checked](load_catalog(), suite, task_ids)
-    benchmark = selection.cases[0].benchmark
-    body: dict[str, Any] = {
-        "schema": PLAN_SCHEMA if benchmark in V1_BENCHMARKS else PLAN_SCHEMA_V2,
-        "kind": checked,
-        "label": selection.label,
-        "description": selection.description,
-        "canonical_protocol": checked == "canonical",
-        "benchmark": benchmark,
-        "catalog_sha256": catalog_sha256_of(benchmark),
-        "attempts_per_case": 1,
-        "cases": [c.model_dump() for c in selection.cases],
-    }
-    body["plan_sha256"] = content_sha256(body)
-    return Plan.model_validate(body)
+    return _BUILDERS[plan_kind(kind)](load_catalog(), suite, task_ids)
 
 
 def render_plan(plan: Plan) -> bytes:
@@ -523,86 +488,3 @@ def write_plan(plan: Plan, path: Path, *, overwrite: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     publish_bytes(path, data, durable=True)
     return path
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise PlanInvalidError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise PlanInvalidError(f"{name} is not JSON")
-
-
-def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
-    """Validate bytes as a plan: JSON, schema, hash, model, then the installed catalog."""
-    if len(data) > MAX_PLAN_BYTES:
-        raise PlanInvalidError(f"a plan is at most {MAX_PLAN_BYTES} bytes")
-    try:
-        document = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_no_duplicate_keys,
-            parse_constant=_no_constants,
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanInvalidError(f"not a UTF-8 JSON document: {exc}") from exc
-    declared = document.get("schema") if isinstance(document, dict) else None
-    kind = declared if declared in PLAN_SCHEMAS else PLAN_SCHEMA
-    errors = schema_errors(kind, document)
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise PlanInvalidError(f"not a {kind} document: {'; '.join(errors[:3])}{more}")
-    recomputed = content_sha256(document)
-    if recomputed != document["plan_sha256"]:
-        raise PlanHashMismatchError(
-            f"plan_sha256 is {document['plan_sha256']} but the content hashes to {recomputed}: "
-            "the plan was changed after it was built"
-        )
-    try:
-        plan = Plan.model_validate(document)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'/'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
-        )
-        raise PlanInvalidError(f"not a {kind} document: {problems}") from exc
-    if check_catalog:
-        _check_against_catalog(plan, load_catalog())
-    return plan
-
-
-def _check_against_catalog(plan: Plan, catalog: Catalog) -> None:
-    own = plan.benchmark in ("libero_plus", "libero_para")  # catalogs of their own
-    try:
-        installed = catalog_sha256_of(plan.benchmark)
-    except CatalogError as exc:  # a LIBERO-Para copy not declared or unreadable
-        raise PlanCatalogMismatchError(f"the plan's catalog cannot be checked: {exc}") from exc
-    current = plan.catalog_sha256 == installed if own else is_current_catalog(plan.catalog_sha256)
-    if not current:
-        raise PlanCatalogMismatchError(
-            f"the plan was built against catalog {plan.catalog_sha256}, "
-            f"the installed catalog is {installed}: rebuild the plan"
-        )
-    for n, case in enumerate(plan.cases):
-        try:
-            entry = catalog_entry(case.suite, case.task_index)
-        except KeyError as exc:
-            raise PlanInvalidError(f"case {n}: {exc}") from exc
-        if entry.benchmark != case.benchmark:
-            raise PlanInvalidError(f"case {n}: {case.suite} belongs to {entry.benchmark}")
-        if case.init_state_index >= entry.n_init_states:
-            raise PlanInvalidError(
-                f"case {n}: {case.suite} task {case.task_index} has "
-                f"{entry.n_init_states} released initial states, not {case.init_state_index + 1}"
-            )
-
-
-def load_plan(path: Path, *, check_catalog: bool = True) -> Plan:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PlanInvalidError(f"cannot read plan {path}: {exc.strerror or exc}") from exc
-    return parse_plan(data, check_catalog=check_catalog)

@@ -33,7 +33,7 @@ from mailroom.orchestrator.cli.options import (
     json_option,
     para_dir_option,
     run_dir_argument,
-    use_run_para_catalog,
+    use_run_catalog,
 )
 from rich.markup import escape
 from rich.table import Table
@@ -146,7 +146,7 @@ def audit(run_dir: Path, as_json: bool) -> None:
     but something could not be checked (e.g. an endpoint directory is gone); 2 usage
     error.
     """
-    use_run_para_catalog(run_dir)
+    use_run_catalog(run_dir)
     run = _run(run_dir)
     try:
         verdict = audit_run(run_dir)

@@ -14,7 +14,7 @@ from mailroom.orchestrator.catalog.frozen import (
     catalog_sha256,
     load_catalog,
 )
-from mailroom.orchestrator.catalog.plans import PLAN_KINDS, PlanError, build_plan, write_plan
+from mailroom.orchestrator.catalog.plans import PLAN_KINDS, PlanError, write_plan
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_CATEGORIES,
     is_plus_suite,
@@ -22,6 +22,7 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     plus_catalog_sha256,
 )
 from mailroom.orchestrator.cli.options import console, json_option, para_dir_option
+from mailroom.orchestrator.families.plans import build_plan
 from rich.markup import escape
 from rich.table import Table
 

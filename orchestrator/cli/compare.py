@@ -32,7 +32,15 @@ def comparison_table(comparison: Comparison) -> Table:
     table.add_column("suite", overflow="fold")
     for header in ("pairs", "A (95% int.)", "B (95% int.)", "A only", "B only", "p"):
         table.add_column(header, justify="right", no_wrap=True)
-    for name, tally in [*comparison.suites.items(), ("overall", comparison.overall)]:
+    rows: list[tuple[str, PairedTally]] = []
+    for suite, tally in comparison.suites.items():
+        rows.append((escape(suite), tally))
+        rows += [
+            (f"  {escape(key.removeprefix(suite + '/'))}", grouped)
+            for key, grouped in comparison.groups.items()
+            if key.startswith(f"{suite}/")
+        ]
+    for name, tally in [*rows, ("overall", comparison.overall)]:
         table.add_row(
             name,
             str(tally.paired),

@@ -258,8 +258,9 @@ def _execute(
     )
     from mailroom.orchestrator.campaign.manifest import ManifestConflictError
     from mailroom.orchestrator.campaign.run_directory import RunLockedError
-    from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
+    from mailroom.orchestrator.catalog.plans import PlanError
     from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
+    from mailroom.orchestrator.families.plans import parse_plan
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
     try:

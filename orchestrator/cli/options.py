@@ -87,22 +87,16 @@ def para_dir_option() -> Callable[[F], F]:
     )
 
 
-def use_run_para_catalog(run_dir: Path) -> None:
-    """A command reading a LIBERO-Para run uses the catalog the run kept (checked
-    against its manifest), whatever a declared copy holds now: a published run is
-    re-read, and re-proved, without the data set."""
-    import json
-
+def use_run_catalog(run_dir: Path) -> None:
+    """A command reading a run uses the catalog the run kept (checked against its
+    manifest), whatever a declared copy holds now: a published run is re-read, and
+    re-proved, without the data set (catalog/kept.py; the library calls pin it too,
+    this says a disagreeing file as a usage error before anything starts)."""
     from mailroom.orchestrator.catalog.frozen import CatalogError
-    from mailroom.orchestrator.catalog.para import declare_run_para_catalog
+    from mailroom.orchestrator.catalog.kept import pin_run_catalog
 
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-        recorded = str(manifest["protocol"]["catalog_sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # not a run, or not yet: the command itself says so
-    try:
-        declare_run_para_catalog(run_dir, recorded)
+        pin_run_catalog(run_dir)
     except CatalogError as exc:
         raise click.UsageError(str(exc)) from exc
 

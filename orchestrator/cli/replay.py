@@ -14,7 +14,7 @@ from mailroom.orchestrator.cli.options import (
     para_dir_option,
     progress_bar,
     run_dir_argument,
-    use_run_para_catalog,
+    use_run_catalog,
 )
 from mailroom.orchestrator.replay.campaign import ReplayReport
 from mailroom.orchestrator.replay.replayer import ReplayVerdict
@@ -93,7 +93,7 @@ def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -
     run = RunDirectory(run_dir)
     if not run.exists():
         raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
-    use_run_para_catalog(run_dir)
+    use_run_catalog(run_dir)
     drift = version_drift(run.read_manifest())
     for name, (recorded, installed) in drift.items():
         console.print(

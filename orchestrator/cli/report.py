@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
-from mailroom.orchestrator.cli.options import (
-    console,
-    json_option,
-    run_dir_argument,
-    use_run_para_catalog,
-)
+from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -83,14 +78,10 @@ def report_table(report: Report) -> Table:
 def report_rows(report: Report) -> list[tuple[str, Tally]]:
     """Each suite, its LIBERO-Plus categories or LIBERO-Para cells under it (indented),
     then overall; names escaped for the table's markup (a cell is a folder's name)."""
-    rows: list[tuple[str, Tally]] = []
-    for suite, t in sorted(report.suites.items()):
-        rows.append((escape(suite), t))
-        for key, c in sorted(report.categories.items()):
-            if key.startswith(f"{suite}/"):
-                rows.append((f"  {escape(key.removeprefix(suite + '/'))}", c))
-    rows.append(("overall", report.overall))
-    return rows
+    return [
+        (escape(suite) if group is None else f"  {escape(group)}", t)
+        for suite, group, t in report.tally_rows()
+    ]
 
 
 def interval_text(interval: Interval | None) -> str:
@@ -213,7 +204,6 @@ def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
     from mailroom.orchestrator.replay.diagnostics import run_diagnostics
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
-    use_run_para_catalog(run_dir)
     try:
         built = build_report(run_dir)
     except (OSError, ValueError, KeyError) as exc:

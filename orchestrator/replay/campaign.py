@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.catalog.kept import KeptCatalog, pin_run_catalog
+from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
 from mailroom.orchestrator.replay.drift import version_drift
 from mailroom.orchestrator.replay.recorded import (
@@ -64,10 +66,12 @@ def _task_of(recorded: RecordedAttempt) -> tuple[str, int, int]:
     return (case.suite, case.task_index, case.task_order_index)
 
 
-def _start_worker() -> None:
+def _start_worker(kept: KeptCatalog | None) -> None:
     from mailroom.orchestrator.sim.headless import configure_headless_rendering
 
     configure_headless_rendering()
+    if kept is not None:
+        kept.pin()  # the run's kept catalog, handed over with the work
 
 
 def _replay_in_worker(recorded: RecordedAttempt, directory: str) -> dict[str, Any]:
@@ -112,6 +116,7 @@ def replay_run(
     if not run.exists():
         raise FileNotFoundError(f"{run_dir} holds no manifest.json: not a run directory")
     manifest = run.read_manifest()
+    kept = pin_run_catalog(run_dir)
     records = selection.chosen(run.attempts())
     verdicts: dict[str, ReplayVerdict] = {}
     runnable: list[tuple[AttemptRecord, RecordedAttempt]] = []
@@ -126,12 +131,18 @@ def replay_run(
     on_scheduled(len(records))
     # Attempts of one task one after another: a worker keeps its simulator's scene.
     runnable.sort(key=lambda pair: (_task_of(pair[1]), pair[0].case_id, pair[0].attempt))
+    if kept is not None:  # a declared copy must still be the one the run pinned
+        check_declared_copy(
+            load_para_catalog(),
+            (r.result.case.task_index for _, r in runnable if r.result.case.suite == PARA_SUITE),
+        )
     if runnable:
         context = mp.get_context("spawn")
         with ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(runnable))),
             mp_context=context,
             initializer=_start_worker,
+            initargs=(kept,),
         ) as pool:
             futures: dict[Future[dict[str, Any]], AttemptRecord] = {
                 pool.submit(_replay_in_worker, recorded, str(r.directory)): r

@@ -17,7 +17,7 @@ from typing import Any
 
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.catalog.plans import parse_plan
+from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.results.proportions import Interval, mcnemar_exact, wilson_interval
 from mailroom.orchestrator.results.reporter import CaseCount, case_counts, latest_results
 from pydantic import BaseModel, ConfigDict

@@ -35,7 +35,8 @@ from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.manifest import manifest_errors
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
-from mailroom.orchestrator.catalog.plans import PlanError, parse_plan
+from mailroom.orchestrator.catalog.plans import PlanError
+from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.sim.base import CONTROL_HZ

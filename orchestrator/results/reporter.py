@@ -31,8 +31,8 @@ from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirec
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
-from mailroom.orchestrator.catalog.plans import parse_plan
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
+from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -18,7 +18,7 @@ from mailroom.orchestrator.campaign.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval
-from mailroom.orchestrator.results.reporter import Report, Tally
+from mailroom.orchestrator.results.reporter import Report
 from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
@@ -76,11 +76,10 @@ def _interval(interval: Interval | None) -> str:
 
 def _suite_rows(report: Report) -> list[list[str]]:
     rows: list[list[str]] = []
-    items: list[tuple[str, Tally]] = [*sorted(report.suites.items()), ("overall", report.overall)]
-    for name, t in items:
+    for suite, group, t in report.tally_rows():  # a suite's categories or cells under it
         rows.append(
             [
-                esc(name),
+                esc(suite if group is None else f"{suite}/{group}"),
                 *(
                     esc(v)
                     for v in (
