@@ -68,8 +68,9 @@ from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.catalog.plans import build_plan, render_plan
+from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.sim.fake import FakeSimulator
 
 PLACEHOLDER = "<volatile>"
