@@ -1,12 +1,16 @@
 """`mailroom replay` on the real simulator: a recorded run reproduces; one number
-changed in a recorded action diverges, named with its control; a missing event log is
-not replayable; another simulator stack is said to be drift."""
+changed in a recorded action diverges, named with its control; a record whose success
+control, native outcome or control counters were edited diverges at the episode's end,
+naming that field; a missing event log is not replayable; another simulator stack is
+said to be drift."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +118,109 @@ def test_one_number_changed_in_an_action_diverges_by_the_next_observation(
     said = " ".join(human.stderr.split())
     assert "diverged at control 10 (observation 3; agreed until control 5)" in said
     assert "drift between versions, not evidence of tampering" in " ".join(human.stderr.split())
+
+
+Edit = Callable[[Path], None]
+
+
+def _edit_result(attempt: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    path = attempt / "result.json"
+    result = json.loads(path.read_text())
+    edit(result)
+    path.write_text(json.dumps(result))
+
+
+def _forged_success(attempt: Path) -> None:
+    """A failed attempt's record claims a first success at control 7 (policy call 2)."""
+
+    def edit(result: dict[str, Any]) -> None:
+        result["counters"].update(first_success_control=7, first_success_policy_call=2)
+
+    _edit_result(attempt, edit)
+
+
+def _forged_outcome(attempt: Path) -> None:
+    """A failed attempt's record says the native scorer ended it with a success."""
+
+    def edit(result: dict[str, Any]) -> None:
+        result.update(outcome="success", termination="native_success")
+
+    _edit_result(attempt, edit)
+
+
+def _settling_counter(attempt: Path) -> None:
+    def edit(result: dict[str, Any]) -> None:
+        result["counters"]["settling_controls"] += 1
+
+    _edit_result(attempt, edit)
+
+
+def _executed_counter(attempt: Path) -> None:
+    """One more executed control in the result, and in the event log (else the log is
+    not whole and the attempt not replayable): answering an observation never
+    published, so the replay has nothing to execute it after."""
+
+    def edit(result: dict[str, Any]) -> None:
+        result["counters"]["executed_controls"] += 1
+
+    _edit_result(attempt, edit)
+    log = attempt / "events.jsonl"
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    last = max(e["sequence"] for e in events if e["event"] == "observation_published")
+    executed = [e for e in events if e["event"] == "actions_executed"][-1]
+    extra = {**executed, "sequence": last + 1, "executed_prefix": executed["executed_prefix"][:1]}
+    with log.open("a") as out:
+        out.write(json.dumps(extra, sort_keys=True) + "\n")
+
+
+# One edit per attempt: each case's recorded attempt, and a copy of it as a second
+# attempt of the same case, replayed together (a simulator per worker, one per task).
+EDITS: dict[str, tuple[Edit, str, str, str]] = {
+    "a1 of the first case": (_forged_success, "first_success", "(7, 2)", "None"),
+    "a2 of the first case": (_settling_counter, "settling_controls", "11", "10"),
+    "a1 of the second case": (_forged_outcome, "native_outcome", "success", "no success"),
+    "a2 of the second case": (_executed_counter, "executed_controls", "16", "15"),
+}
+
+
+def test_an_edited_end_of_episode_record_diverges_naming_the_field(
+    recorded: Path, tmp_path: Path
+) -> None:
+    copy = _copy(recorded, tmp_path)
+    firsts = sorted((copy / "episodes").iterdir())
+    assert [p.name.endswith("-a1") for p in firsts] == [True, True]
+    attempts = []
+    for first in firsts:
+        second = first.with_name(first.name[: -len("-a1")] + "-a2")
+        shutil.copytree(first, second)
+        _edit_result(second, partial(dict.update, attempt_id=second.name))
+        attempts += [first, second]
+    for attempt, (edit, *_) in zip(attempts, EDITS.values(), strict=True):
+        edit(attempt)
+    code, report, err = _replay(copy, "--workers", "2")
+    assert code == 1, err
+    verdicts = {v["attempt_id"]: v for v in report["verdicts"]}
+    assert len(verdicts) == 4
+    for attempt, (what, (_, field, was, found)) in zip(attempts, EDITS.items(), strict=True):
+        verdict = verdicts[attempt.name]
+        assert verdict["verdict"] == "diverged", (what, field, verdict)
+        assert (verdict["field"], verdict["recorded"], verdict["replayed"]) == (field, was, found)
+
+
+def test_an_edited_executed_count_alone_is_not_replayable(recorded: Path, tmp_path: Path) -> None:
+    """Without its event log edited too, the count disagrees with the log: refused before
+    any simulator is built."""
+    copy = _copy(recorded, tmp_path)
+
+    def edit(result: dict[str, Any]) -> None:
+        result["counters"]["executed_controls"] += 1
+
+    _edit_result(copy / "episodes" / FIRST, edit)
+    code, report, _ = _replay(copy, "--case", FIRST)
+    assert code == 1
+    (verdict,) = report["verdicts"]
+    assert verdict["verdict"] == "not_replayable"
+    assert "the event log holds 15 executed controls, the result 16" in verdict["reason"]
 
 
 def test_an_attempt_without_its_event_log_is_not_replayable(recorded: Path, tmp_path: Path) -> None:
