@@ -8,10 +8,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import mailroom_exe
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.results.comparison import compare_runs
+from mailroom.orchestrator.results.comparison import (
+    PROTOCOL_SETTINGS,
+    SettingsDifferError,
+    compare_runs,
+)
 from mailroom.orchestrator.results.documents import Outcome
 from test_export import make_run, write_result
 
@@ -100,3 +105,113 @@ def test_runs_with_other_protocol_settings_are_refused_unless_allowed(tmp_path: 
     )
     not_a_run = _compare(a.root, tmp_path)
     assert not_a_run.returncode == 2 and "not a run directory" in not_a_run.stderr
+
+
+def _tally(overall: Any) -> tuple[int, int, int, int, int]:
+    return (
+        overall.paired,
+        overall.both_succeeded,
+        overall.only_a_succeeded,
+        overall.only_b_succeeded,
+        overall.neither_succeeded,
+    )
+
+
+def test_discordant_pairs_are_counted_in_both_directions(tmp_path: Path) -> None:
+    """Pairs favouring A and pairs favouring B in one comparison, each counted on its
+    side, and swapping the runs swaps the counts and the arms."""
+    a, _ = _run(tmp_path, "a", ["success", "success", "failure", "success", "failure"])
+    b, _ = _run(tmp_path, "b", ["failure", "success", "success", "failure", "failure"])
+    forward = compare_runs(a.root, b.root).overall
+    assert _tally(forward) == (5, 1, 2, 1, 1)
+    assert (forward.a.success, forward.b.success) == (3, 2)
+    assert forward.p_value == 1.0  # 2 * (C(3,0) + C(3,1)) / 2^3, capped at 1
+    assert forward.verdict.startswith("no difference detectable at the 5% level: 2 discordant")
+    assert "2 discordant pair(s) favour A, 1 favour B" in forward.verdict
+    backward = compare_runs(b.root, a.root).overall
+    assert _tally(backward) == (5, 1, 1, 2, 1)
+    assert (backward.a.success, backward.b.success) == (2, 3)
+    assert "1 discordant pair(s) favour A, 2 favour B" in backward.verdict
+    assert backward.a.interval == forward.b.interval and backward.b.interval == forward.a.interval
+
+
+def test_a_run_compared_with_itself_agrees_on_every_case(tmp_path: Path) -> None:
+    outcomes: list[Outcome | None] = ["success", "failure", "error", "success", None]
+    a, _ = _run(tmp_path, "a", outcomes)
+    done = _compare(a.root, a.root, "--json")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert (result["run_a"], result["run_b"]) == ("a", "a")
+    assert result["settings_differences"] == {}
+    assert (result["shared_cases"], result["only_in_a"], result["only_in_b"]) == (5, 0, 0)
+    assert (result["left_out_unattempted"], result["not_blinded_paired"]) == (1, 0)
+    overall = result["overall"]
+    assert overall["paired"] == 4
+    assert (overall["both_succeeded"], overall["neither_succeeded"]) == (2, 2)
+    assert (overall["only_a_succeeded"], overall["only_b_succeeded"]) == (0, 0)
+    assert overall["a"] == overall["b"] and overall["a"]["success"] == 2
+    assert overall["p_value"] == 1.0
+    assert overall["verdict"] == (
+        "the runs agree on all 4 paired cases: no discordant pair, no difference"
+    )
+
+
+def test_cases_in_one_run_only_are_counted_on_their_side(tmp_path: Path) -> None:
+    """The fast plan's 2 cases are among the development plan's 5: compared (allowed, as
+    the plans differ), 3 cases are only in the development run, on whichever side."""
+    dev, _ = _run(tmp_path, "dev", ["success"] * 5)
+    fast, _ = _run(tmp_path, "fast", ["failure"] * 2, kind="fast")
+    for first, second, only in ((dev, fast, (3, 0)), (fast, dev, (0, 3))):
+        comparison = compare_runs(first.root, second.root, allow_different_settings=True)
+        assert (comparison.only_in_a, comparison.only_in_b) == only
+        assert comparison.shared_cases == 2 and comparison.overall.paired == 2
+        assert comparison.settings_differences == {"plan cases": [5, 2] if first is dev else [2, 5]}
+
+
+def test_pairs_not_run_blinded_are_counted(tmp_path: Path) -> None:
+    """A pair whose result in either run was not blinded is counted once; an unattempted
+    case is left out, not counted as unblinded."""
+    a, cases = _run(tmp_path, "a", ["success", "success", "failure", "failure", "success"])
+    b, _ = _run(tmp_path, "b", ["success", "failure", "failure", "success", None])
+    for run, index in ((a, 0), (b, 0), (b, 1), (a, 4)):
+        path = run.episode_dir(cases[index].attempt_id(1)) / "result.json"
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["blinded"] = False
+        path.write_text(json.dumps(document), encoding="utf-8")
+    comparison = compare_runs(a.root, b.root)
+    assert (comparison.not_blinded_paired, comparison.left_out_unattempted) == (2, 1)
+    assert comparison.overall.paired == 4
+    assert compare_runs(a.root, a.root).not_blinded_paired == 2  # cases 0 and 4
+
+
+# Each protocol setting with a value other than the default run's.
+OTHER_SETTINGS: dict[str, Any] = {
+    "budget_mode": "horizon",
+    "max_policy_calls": 7,
+    "replan_interval": 8,
+    "max_chunk": 10,
+    "proprio": True,
+    "invalid_action_handling": "terminal",
+}
+
+
+def test_every_protocol_setting_is_one_the_refusal_checks() -> None:
+    assert set(OTHER_SETTINGS) == set(PROTOCOL_SETTINGS)
+
+
+@pytest.mark.parametrize("setting", sorted(OTHER_SETTINGS))
+def test_each_protocol_setting_that_differs_is_refused(tmp_path: Path, setting: str) -> None:
+    a, _ = _run(tmp_path, "a", ["success"] * 5)
+    b, _ = _run(tmp_path, "b", ["failure"] * 5)
+    manifest = b.read_manifest()
+    before = manifest["settings"][setting]
+    assert before != OTHER_SETTINGS[setting]
+    manifest["settings"][setting] = OTHER_SETTINGS[setting]
+    b.manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(SettingsDifferError) as refused:
+        compare_runs(a.root, b.root)
+    assert refused.value.differences == {setting: [before, OTHER_SETTINGS[setting]]}
+    assert f"{setting}: {before!r} vs {OTHER_SETTINGS[setting]!r}" in str(refused.value)
+    allowed = compare_runs(a.root, b.root, allow_different_settings=True)
+    assert allowed.settings_differences == {setting: [before, OTHER_SETTINGS[setting]]}
+    assert allowed.overall.only_a_succeeded == 5

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mailroom.orchestrator.audit.disclosure import disclosed_attempts
-from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.audit.disclosure import disclosed_attempts
+from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
 from mailroom.orchestrator.families.plans import parse_plan
@@ -211,6 +212,18 @@ class Report(BaseModel):
     not_confined_attempts: list[str]
     confinement_modes: dict[str, int]
 
+    def tally_rows(self) -> list[tuple[str, str | None, Tally]]:
+        """Each suite, then its groups (categories, cells) under it, then overall (suite
+        "overall"): how a report's table is laid out, wherever it is shown."""
+        rows: list[tuple[str, str | None, Tally]] = []
+        for suite, tallied in sorted(self.suites.items()):
+            rows.append((suite, None, tallied))
+            for key, grouped in sorted(self.categories.items()):
+                if key.startswith(f"{suite}/"):
+                    rows.append((suite, key.removeprefix(f"{suite}/"), grouped))
+        rows.append(("overall", None, self.overall))
+        return rows
+
 
 def confinement_label(result: EpisodeResult) -> str:
     """How an attempt was confined, in the report's words (the host network said)."""
@@ -307,11 +320,14 @@ def case_group(case: Case, result: EpisodeResult | CorruptResult | None) -> str 
         return "(none)" if cell == "." else cell
     try:
         return load_para_catalog().entry(case.task_index).cell or "(none)"
-    except CatalogError:  # no copy declared: a case without a result has no known cell
+    except CatalogError:  # the run kept no catalog and no copy is declared
         return "unknown"
 
 
 def build_report(run_dir: Path) -> Report:
+    """Raises `OSError`, `ValueError` (a kept catalog that disagrees with the manifest
+    among them) and `KeyError` for a run that cannot be read."""
+    pin_run_catalog(run_dir)  # a case without a result is named by the run's kept catalog
     run = RunDirectory(run_dir)
     manifest: dict[str, Any] = run.read_manifest()
     plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
