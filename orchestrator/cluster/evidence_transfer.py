@@ -76,6 +76,7 @@ class DriverEvidence:
         self.run = run
         self._open: dict[tuple[str, str], list[bytes]] = {}
         self._made: set[Path] = set()  # attempt folders made already
+        self._refused: dict[str, str] = {}  # attempt id: why a file of it was refused
 
     def events(self, message: EventLines) -> None:
         """Append mirrored lines to the attempt's log (fsynced when the worker waits)."""
@@ -88,7 +89,23 @@ class DriverEvidence:
         )
 
     def chunk(self, chunk: EvidenceChunk) -> bool:
-        """Take one chunk; True once it completed the attempt's result."""
+        """Take one chunk; True once it completed the attempt's result. Once a chunk of
+        an attempt is refused, so is every later one: its result is never written, and
+        the attempt is recorded lost rather than complete without that file."""
+        earlier = self._refused.get(chunk.attempt_id)
+        if earlier is not None:
+            raise EvidencePathError(f"{chunk.attempt_id}: a file of it was refused: {earlier}")
+        try:
+            return self._take(chunk)
+        except EvidencePathError as exc:
+            self._refused[chunk.attempt_id] = str(exc)
+            raise
+
+    def refusal(self, attempt_id: str) -> str | None:
+        """Why a file of the attempt's evidence was refused, if one was."""
+        return self._refused.get(attempt_id)
+
+    def _take(self, chunk: EvidenceChunk) -> bool:
         name = checked_name(chunk.attempt_id, chunk.path)
         key = (chunk.attempt_id, chunk.path)
         self._open.setdefault(key, []).append(chunk.data)

@@ -333,7 +333,12 @@ class _Driver:
                 self.lost.append((case_id, attempt, str(rest[0])))
             elif not attempt_paths.result.is_file():
                 kind = "crashed"
-                reason = "its evidence did not reach the driver's run directory"
+                refused = self.evidence.refusal(attempt_id_of(case_id, attempt))
+                reason = (
+                    "its evidence did not reach the driver's run directory"
+                    if refused is None
+                    else f"the driver refused its evidence: {refused}"
+                )
                 self.lost.append((case_id, attempt, reason))
                 payload = (kind, case_id, attempt, reason)
         self.listener(kind, tuple(payload[1:]))
