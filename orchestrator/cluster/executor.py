@@ -384,5 +384,10 @@ class _Driver:
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+    """The error's first line; for a worker whose start raised (its trial sandbox, say),
+    the exception it raised, which Ray puts last, after the traceback."""
+    text = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    said = text[0] if text else ""
+    if getattr(exc, "actor_init_failed", False) and len(text) > 1:
+        said = f"its start raised {text[-1]}"
+    return f"{type(exc).__name__}: {said}"[:500]
