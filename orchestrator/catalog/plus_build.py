@@ -15,6 +15,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -136,84 +137,142 @@ def _reason(missing: list[str], root: Path) -> str:
     return f"missing {first}{more}"
 
 
+@dataclass(frozen=True)
+class _Build:
+    """What one build reads besides each task: the package's root, the LIBERO catalog's
+    base-task indices, and the runnable checks made so far (see `_missing_files`)."""
+
+    root: Path
+    bases: dict[tuple[str, str], int]
+    checked: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Suite:
+    """A LIBERO-Plus suite: its name, its LIBERO base suite and that suite's reference
+    horizon (controls)."""
+
+    name: str
+    base: str
+    horizon: int
+
+
 def build_plus_catalog() -> PlusCatalog:
+    """Every task the package lists per base suite, in its order: an entry where it runs
+    offline, an exclusion naming its first missing file where not."""
     root = plus_package_root()
     tasks = plus_task_map()
-    bases = _base_indices()
+    build = _Build(root, _base_indices())
     entries: list[PlusEntry] = []
     excluded: list[PlusExcluded] = []
     suites: dict[str, PlusSuite] = {}
-    checked: dict[tuple[str, str], list[str]] = {}
     for base_suite in PLUS_BASES:
-        suite = plus_suite_name(base_suite)
         names = tasks.get(base_suite)
         if not names:
             raise PlusPackageError(f"the package lists no {base_suite} tasks")
+        suite = _Suite(
+            plus_suite_name(base_suite), base_suite, REFERENCE_HORIZONS[base_suite].controls
+        )
         offline = 0
-        horizon = REFERENCE_HORIZONS[base_suite]
         for index, name in enumerate(names):
-            task = parse_task_name(name)
-            missing = _missing_files(base_suite, task, checked)
-            bddl = root / "bddl_files" / base_suite / f"{task.bddl_stem}.bddl"
-            states = _init_states_path(root, base_suite, task)
-            if not missing and not states.is_file():
-                missing = [str(states)]
-            if missing:
-                excluded.append(
-                    PlusExcluded(
-                        suite=suite,
-                        task_index=index,
-                        task_name=name,
-                        category=task.category,  # type: ignore[arg-type]
-                        reason=_reason(missing, root),
-                    )
-                )
+            row = _catalogued(build, suite, index, parse_task_name(name))
+            if isinstance(row, PlusExcluded):
+                excluded.append(row)
                 continue
-            n_states, state_dim = _states_shape(states)
-            language = _bddl_language(bddl)
-            task_language, instruction, source = _languages(task, language)
-            base_index = bases.get((base_suite, task.base_name))
-            standard = None if base_index is None else load_catalog().entry(base_suite, base_index)
-            if (
-                source != "bddl.language_instruction"
-                and standard is not None
-                and instruction != standard.instruction
-            ):
-                raise PlusPackageError(
-                    f"{name}: instruction {instruction!r} differs from the base task's "
-                    f"{standard.instruction!r}"
-                )
-            entries.append(
-                PlusEntry(
-                    benchmark="libero_plus",
-                    suite=suite,
-                    base_suite=base_suite,
-                    task_index=index,
-                    task_name=name,
-                    instruction=instruction,
-                    instruction_source=source,
-                    task_language=task_language,
-                    bddl_language=language,
-                    bddl_path=bddl.relative_to(root).as_posix(),
-                    bddl_sha256=sha256_file(bddl),
-                    init_states_path=states.relative_to(root).as_posix(),
-                    init_states_sha256=sha256_file(states),
-                    n_init_states=n_states,
-                    state_dim=state_dim,
-                    horizon=horizon.controls,
-                    horizon_source=f"the {base_suite} reference horizon of the LIBERO catalog",
-                    category=task.category,  # type: ignore[arg-type]
-                    camera=None if task.camera is None else list(task.camera),
-                    robot_init=task.robot_init,
-                    noise=task.noise,
-                    base_task_name=task.base_name,
-                    base_task_index=base_index,
-                )
-            )
+            entries.append(row)
             offline += 1
-        suites[suite] = PlusSuite(base_suite=base_suite, n_tasks=len(names), n_offline=offline)
+        suites[suite.name] = PlusSuite(base_suite=base_suite, n_tasks=len(names), n_offline=offline)
+    return PlusCatalog(
+        generated_from=PlusGenerator(
+            version=metadata.version(DISTRIBUTION),
+            assets=ASSETS,
+            paths_relative_to="liberoplus/liberoplus",
+            command=COMMAND,
+        ),
+        task_order_index=0,
+        suites=suites,
+        notes=_notes(entries),
+        entries=entries,
+        excluded=excluded,
+    )
+
+
+def _catalogued(
+    build: _Build, suite: _Suite, index: int, task: PlusTaskName
+) -> PlusEntry | PlusExcluded:
+    """One task of the package's list: excluded where a file its scene loads or its init
+    states file is missing, else its entry."""
+    missing = _missing_files(suite.base, task, build.checked)
+    bddl = build.root / "bddl_files" / suite.base / f"{task.bddl_stem}.bddl"
+    states = _init_states_path(build.root, suite.base, task)
+    if not missing and not states.is_file():
+        missing = [str(states)]
+    if missing:
+        return PlusExcluded(
+            suite=suite.name,
+            task_index=index,
+            task_name=task.name,
+            category=task.category,  # type: ignore[arg-type]
+            reason=_reason(missing, build.root),
+        )
+    return _entry(build, suite, index, task, bddl, states)
+
+
+def _entry(
+    build: _Build, suite: _Suite, index: int, task: PlusTaskName, bddl: Path, states: Path
+) -> PlusEntry:
+    """An offline task's entry: its files' paths and hashes, its init states' shape, its
+    languages and delivered instruction, its perturbation and its base task."""
+    n_states, state_dim = _states_shape(states)
+    language = _bddl_language(bddl)
+    task_language, instruction, source = _languages(task, language)
+    base_index = build.bases.get((suite.base, task.base_name))
+    if source != "bddl.language_instruction":
+        _check_base_instruction(task, suite.base, base_index, instruction)
+    return PlusEntry(
+        benchmark="libero_plus",
+        suite=suite.name,
+        base_suite=suite.base,
+        task_index=index,
+        task_name=task.name,
+        instruction=instruction,
+        instruction_source=source,
+        task_language=task_language,
+        bddl_language=language,
+        bddl_path=bddl.relative_to(build.root).as_posix(),
+        bddl_sha256=sha256_file(bddl),
+        init_states_path=states.relative_to(build.root).as_posix(),
+        init_states_sha256=sha256_file(states),
+        n_init_states=n_states,
+        state_dim=state_dim,
+        horizon=suite.horizon,
+        horizon_source=f"the {suite.base} reference horizon of the LIBERO catalog",
+        category=task.category,  # type: ignore[arg-type]
+        camera=None if task.camera is None else list(task.camera),
+        robot_init=task.robot_init,
+        noise=task.noise,
+        base_task_name=task.base_name,
+        base_task_index=base_index,
+    )
+
+
+def _check_base_instruction(
+    task: PlusTaskName, base_suite: str, base_index: int | None, instruction: str
+) -> None:
+    """A task delivered its base task's language must deliver what the LIBERO catalog
+    records for that base task (where the base task is catalogued)."""
+    standard = None if base_index is None else load_catalog().entry(base_suite, base_index)
+    if standard is not None and instruction != standard.instruction:
+        raise PlusPackageError(
+            f"{task.name}: instruction {instruction!r} differs from the base task's "
+            f"{standard.instruction!r}"
+        )
+
+
+def _notes(entries: Sequence[PlusEntry]) -> list[str]:
+    """The catalog's notes: how it was built, what its fields mean, its counts."""
     counts = Counter(e.category for e in entries)
-    notes = [
+    return [
         "Suites are libero_plus_<base>; task indices are the package's task order 0 "
         "(its libero_suite_task_map), which also lists the excluded tasks.",
         "A task is offline when every file its scene loads exists: the package's own env, "
@@ -237,19 +296,6 @@ def build_plus_catalog() -> PlusCatalog:
         + ".",
         "Reference horizons are the base suite's.",
     ]
-    return PlusCatalog(
-        generated_from=PlusGenerator(
-            version=metadata.version(DISTRIBUTION),
-            assets=ASSETS,
-            paths_relative_to="liberoplus/liberoplus",
-            command=COMMAND,
-        ),
-        task_order_index=0,
-        suites=suites,
-        notes=notes,
-        entries=entries,
-        excluded=excluded,
-    )
 
 
 def render_plus(catalog: PlusCatalog) -> bytes:
