@@ -1,4 +1,4 @@
-"""The episode runner: budgets, counters, stop, invalid-action feedback, typed endings.
+"""Runs one episode's control loop: budgets, counters, stop, invalid-action feedback, endings.
 
 Counters are counted where things happen, never inferred. The outcome is the native
 scorer's alone: `success` only on native success, `error` only for typed errors.
