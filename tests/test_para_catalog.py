@@ -25,16 +25,17 @@ from mailroom.orchestrator.catalog.frozen import (
     load_catalog,
     reference_horizon,
 )
+from mailroom.orchestrator.catalog.kept import KeptCatalogError, pin_run_catalog
 from mailroom.orchestrator.catalog.para import (
     PARA_CATALOG_FILE,
-    PARA_CATALOG_VARIABLE,
     PARA_DIR_VARIABLE,
     ParaCopyError,
     ParaEntry,
+    check_declared_copy,
     declare_para_dir,
-    declare_run_para_catalog,
     load_para_catalog,
     para_catalog_sha256,
+    pin_para_catalog,
     read_para_copy,
     render_para,
 )
@@ -60,8 +61,7 @@ def copy(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         os.environ.pop(PARA_DIR_VARIABLE, None)
     else:
         os.environ[PARA_DIR_VARIABLE] = before
-    os.environ.pop(PARA_CATALOG_VARIABLE, None)
-    load_para_catalog.cache_clear()
+    pin_para_catalog(None)
 
 
 def test_each_paraphrase_is_matched_to_its_goal_task_by_content(
@@ -192,19 +192,25 @@ def test_a_run_pins_its_kept_catalog_whatever_the_copy_does_later(
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / PARA_CATALOG_FILE).write_bytes(render_para(kept_catalog))
-    with pytest.raises(ParaCopyError, match="does not hash to"):
-        declare_run_para_catalog(run_dir, "0" * 64)
-    assert declare_run_para_catalog(run_dir, para_catalog_sha256(kept_catalog))
+    manifest = {"protocol": {"catalog_sha256": "0" * 64}}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    with pytest.raises(KeptCatalogError, match="does not hash to"):
+        pin_run_catalog(run_dir)
+    manifest["protocol"]["catalog_sha256"] = para_catalog_sha256(kept_catalog)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest), "utf-8")
+    assert pin_run_catalog(run_dir) is not None
     first = catalog_entry("libero_para", 1)
     assert isinstance(first, ParaEntry)
     # A file added before it in path order would move every later index of a fresh read.
     (root / "action_synonym" / "aaa.bddl").write_text(paraphrased(2, "new"), "utf-8")
     assert catalog_entry("libero_para", 1) == first
     assert resolve_task("libero_para", 1, 0).instruction == first.instruction
-    # A changed file of the copy is caught when its case is resolved.
+    # A changed file of the copy is caught before a launch, resume or replay starts a
+    # worker (workers never read the copy: it may not be on their node).
     (root / first.para_path).write_text(paraphrased(first.goal_task_index, "other"), "utf-8")
+    check_declared_copy(load_para_catalog(), [0])
     with pytest.raises(CatalogError, match="changed since"):
-        resolve_task("libero_para", 1, 0)
+        check_declared_copy(load_para_catalog(), [0, 1])
 
 
 def test_the_declared_copy_is_private_to_actors(copy: tuple[Path, dict[str, str]]) -> None:

@@ -17,10 +17,16 @@ from typing import Any
 
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.results.proportions import Interval, mcnemar_exact, wilson_interval
-from mailroom.orchestrator.results.reporter import CaseCount, case_counts, latest_results
-from pydantic import BaseModel, ConfigDict
+from mailroom.orchestrator.results.reporter import (
+    CaseCount,
+    case_counts,
+    case_group,
+    latest_results,
+)
+from pydantic import BaseModel, ConfigDict, Field
 
 # What an episode's outcome depends on besides the actor (the plan's cases apart).
 PROTOCOL_SETTINGS = (
@@ -82,6 +88,9 @@ class Comparison(BaseModel):
     left_out_unattempted: int
     not_blinded_paired: int
     suites: dict[str, PairedTally]
+    # LIBERO-Plus categories and LIBERO-Para cells, keyed "suite/group" as in a report
+    # (A's group; "suite/<A's> | <B's>" where the runs name a case's group differently).
+    groups: dict[str, PairedTally] = Field(default_factory=dict)
     overall: PairedTally
 
 
@@ -138,12 +147,18 @@ class _Run:
             raise FileNotFoundError(f"{root} holds no manifest.json: not a run directory")
         self.manifest = run.read_manifest()
         self.plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
+        # Each run's groups as its own kept catalog names them (pinned while it is read).
+        pin_run_catalog(root)
         cases = self.plan.to_cases()
         counts = case_counts(
             cases, latest_results(run), disclosed_attempts(run), run_in_use=run.in_use()
         )
         self.by_case: dict[str, tuple[str, CaseCount]] = {
             case.case_id: (case.suite, count) for case, count in zip(cases, counts, strict=True)
+        }
+        self.groups: dict[str, str | None] = {
+            case.case_id: case_group(case, count.result)
+            for case, count in zip(cases, counts, strict=True)
         }
 
 
@@ -164,6 +179,7 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_different_settings: bool = F
         raise SettingsDifferError(differences)
     shared = [case_id for case_id in a.by_case if case_id in b.by_case]
     by_suite: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
+    by_group: dict[str, list[tuple[bool, bool]]] = defaultdict(list)
     left_out = not_blinded = 0
     for case_id in shared:
         suite, count_a = a.by_case[case_id]
@@ -172,7 +188,12 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_different_settings: bool = F
             left_out += 1
             continue
         not_blinded += not (count_a.blinded and count_b.blinded)
-        by_suite[suite].append((count_a.standing == "success", count_b.standing == "success"))
+        pair = (count_a.standing == "success", count_b.standing == "success")
+        by_suite[suite].append(pair)
+        group_a, group_b = a.groups[case_id], b.groups[case_id]
+        if group_a is not None or group_b is not None:
+            named = group_a if group_a == group_b else f"{group_a} | {group_b}"
+            by_group[f"{suite}/{named}"].append(pair)
     return Comparison(
         run_a=str(a.manifest.get("run_id", run_a.name)),
         run_b=str(b.manifest.get("run_id", run_b.name)),
@@ -185,5 +206,6 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_different_settings: bool = F
         left_out_unattempted=left_out,
         not_blinded_paired=not_blinded,
         suites={suite: paired_tally(pairs) for suite, pairs in sorted(by_suite.items())},
+        groups={key: paired_tally(pairs) for key, pairs in sorted(by_group.items())},
         overall=paired_tally([pair for pairs in by_suite.values() for pair in pairs]),
     )

@@ -2,7 +2,8 @@
 
 episodes: one row per result document, in plan order then attempt order; earlier
 attempts of a case are kept and flagged `superseded`. Video columns hold each camera's
-MP4 path relative to the run directory, or null.
+MP4 path relative to the run directory, or null; `group` is the report's group of the
+case (a LIBERO-Plus perturbation category, a LIBERO-Para paraphrase cell), or null.
 
 steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
 LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
@@ -35,10 +36,14 @@ from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.manifest import manifest_errors
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
+from mailroom.orchestrator.results.reporter import case_group
 from mailroom.orchestrator.sim.base import CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"
@@ -225,6 +230,7 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("suite", text),
         ("task_index", integer),
         ("task_name", text),
+        ("group", text),
         ("instruction", text),
         ("init_state_index", integer),
         ("task_order_index", integer),
@@ -397,6 +403,21 @@ def _video_paths(run: RunDirectory, episode: _Episode, cameras: Sequence[str]) -
     return out
 
 
+def _group(result: EpisodeResult) -> str | None:
+    """The report's group of the episode's case: a LIBERO-Plus case's perturbation
+    category, a LIBERO-Para case's paraphrase cell (as the run's kept catalog names it),
+    None for other benchmarks."""
+    c = result.case
+    case = Case(
+        benchmark=c.benchmark,
+        suite=c.suite,
+        task_index=c.task_index,
+        init_state_index=c.init_state_index,
+        seed=c.seed,
+    )
+    return case_group(case, result)
+
+
 def _episode_row(
     run: RunDirectory,
     episode: _Episode,
@@ -418,6 +439,7 @@ def _episode_row(
         "suite": r.case.suite,
         "task_index": r.case.task_index,
         "task_name": r.case.task_name,
+        "group": _group(r),
         "instruction": r.case.instruction,
         "init_state_index": r.case.init_state_index,
         "task_order_index": r.case.task_order_index,
@@ -460,6 +482,10 @@ def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
         plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
     except (OSError, PlanError) as exc:
         raise ExportError(f"cannot read the run's plan {run.plan_path}: {exc}") from exc
+    try:
+        pin_run_catalog(run.root)  # its cases' groups as the run's kept catalog names them
+    except CatalogError as exc:
+        raise ExportError(str(exc)) from exc
     order = {case.case_id: n for n, case in enumerate(plan.to_cases())}
     return manifest, order
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
 from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
