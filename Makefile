@@ -97,9 +97,11 @@ lock: $(UV)
 demo: $(STAMP)
 	$(BIN)/mailroom demo
 
+# lint-imports: the layers of orchestrator/README.md's map ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom

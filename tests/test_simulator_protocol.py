@@ -1,19 +1,15 @@
-"""The runner side depends on the `Simulator` Protocol, never on the LIBERO adapter."""
+"""The runner side depends on the `Simulator` Protocol, never on the LIBERO adapter.
+
+Which rooms may import the adapter is a contract of pyproject.toml's [tool.importlinter]
+(`simulator-free`), checked by lint-imports (tests/test_layers.py).
+"""
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import numpy as np
-import pytest
 from mailroom.orchestrator.sim.base import SETTLING_CONTROLS, Simulator, SimulatorFactory
 from mailroom.orchestrator.sim.fake import FakeSimulator, fake_identity
 from mailroom.orchestrator.sim.libero import LiberoAdapter, open_libero
-
-ORCHESTRATOR = Path(__file__).resolve().parents[1] / "orchestrator"
-# Rooms that must work with any simulator: none may import the LIBERO adapter.
-SIMULATOR_FREE = ("episode", "transport", "results", "actors", "audit", "catalog")
 
 # Statically checked by mypy: both adapters are Simulators, the factory a SimulatorFactory.
 FACTORY: SimulatorFactory = open_libero
@@ -21,37 +17,6 @@ FACTORY: SimulatorFactory = open_libero
 
 def _as_simulator(simulator: Simulator) -> Simulator:
     return simulator
-
-
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
-
-@pytest.mark.parametrize("room", SIMULATOR_FREE)
-def test_a_simulator_free_room_never_imports_the_libero_adapter(room: str) -> None:
-    offenders = [
-        path.relative_to(ORCHESTRATOR).as_posix()
-        for path in sorted((ORCHESTRATOR / room).rglob("*.py"))
-        if "mailroom.orchestrator.sim.libero" in _imports(path)
-    ]
-    assert offenders == []
-
-
-def test_the_import_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
-    """The demo imports the adapter inside its command: the check must see that, and
-    the other spelling of the same import."""
-    assert "mailroom.orchestrator.sim.libero" in _imports(ORCHESTRATOR / "cli" / "main.py")
-    other = tmp_path / "other.py"
-    other.write_text("def f():\n    from mailroom.orchestrator.sim import libero\n")
-    assert "mailroom.orchestrator.sim.libero" in _imports(other)
 
 
 def test_the_libero_adapter_builds_nothing_until_an_episode_starts() -> None:
