@@ -88,53 +88,77 @@ def test_the_tree_keeps_every_import_contract() -> None:
         assert f"{name} KEPT" in done.stdout
 
 
-# One forbidden import per contract, each inside a function (an import there counts too).
+# One forbidden import per contract, each inside a function (an import there counts too):
+# the file it is added to, the statement, the contract it breaks, and the import as
+# lint-imports names it.
 BREAKS = [
     pytest.param(
         "orchestrator/sim/base.py",
         "from mailroom.orchestrator.episode import runner",
         "rooms",
+        "mailroom.orchestrator.sim.base -> mailroom.orchestrator.episode.runner",
         id="sim-imports-episode",
     ),
     pytest.param(
         "orchestrator/records/__init__.py",
         "import mailroom.orchestrator.campaign",
         "rooms",
+        "mailroom.orchestrator.records -> mailroom.orchestrator.campaign",
         id="records-imports-campaign",
     ),
     pytest.param(
         "mailbox/parser.py",
         "import mailroom.orchestrator",
         "packages",
+        "mailroom.mailbox.parser -> mailroom.orchestrator",
         id="mailbox-imports-orchestrator",
     ),
     pytest.param(
         "measures.py",
         "from mailroom.mailbox import publish",
         "packages",
+        "mailroom.measures -> mailroom.mailbox.publish",
         id="measures-imports-mailbox",
     ),
     pytest.param(
         "orchestrator/transport/png.py",
         "from mailroom.orchestrator.sim import libero",
         "simulator-free",
+        "mailroom.orchestrator.transport.png -> mailroom.orchestrator.sim.libero",
         id="transport-imports-libero",
     ),
 ]
 
 
-@pytest.mark.parametrize(("module", "statement", "contract"), BREAKS)
+def _statuses(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """Each contract's verdict, KEPT or BROKEN, as lint-imports printed it."""
+    verdicts = {}
+    for name in NAMES.values():
+        for line in done.stdout.splitlines():
+            if line.startswith(f"{name} "):
+                verdicts[name] = line.removeprefix(f"{name} ").split()[0]
+    return verdicts
+
+
+@pytest.mark.parametrize(("module", "statement", "contract", "named"), BREAKS)
 def test_one_forbidden_import_breaks_its_contract(
-    tmp_path: Path, module: str, statement: str, contract: str
+    tmp_path: Path, module: str, statement: str, contract: str, named: str
 ) -> None:
+    """The copy is checked before and after the one added line: the contract that forbids
+    it turns BROKEN naming that import, and no other contract's verdict changes (whatever
+    the tree's own state)."""
     root = _copy_of_the_package(tmp_path)
-    untouched = _lint_imports(root, pythonpath=root)
-    assert untouched.returncode == 0, untouched.stdout + untouched.stderr
+    before = _lint_imports(root, pythonpath=root)
     target = root / "mailroom" / module
     with target.open("a", encoding="utf-8") as fh:
         fh.write(f"\n\ndef _forbidden() -> None:\n    {statement}  # noqa\n")
-    broken = _lint_imports(root, pythonpath=root)
-    assert broken.returncode != 0
-    assert f"{NAMES[contract]} BROKEN" in broken.stdout
-    others = [name for key, name in NAMES.items() if key != contract]
-    assert all(f"{name} KEPT" in broken.stdout for name in others), broken.stdout
+    after = _lint_imports(root, pythonpath=root)
+    assert named not in " ".join(before.stdout.split())
+    assert after.returncode != 0
+    assert named in " ".join(after.stdout.split()), after.stdout
+    verdicts_before, verdicts_after = _statuses(before), _statuses(after)
+    assert set(verdicts_after) == set(NAMES.values()), after.stdout + after.stderr
+    assert verdicts_after[NAMES[contract]] == "BROKEN"
+    assert {k: v for k, v in verdicts_after.items() if k != NAMES[contract]} == {
+        k: v for k, v in verdicts_before.items() if k != NAMES[contract]
+    }
