@@ -5,13 +5,14 @@ released state), so what differs is the perturbation alone: a camera or backgrou
 changes the agentview image only, noise changes it only, a robot-init task starts the arm
 from the package's perturbed pose, a language task changes the instruction only. Then
 the fast plan (one task of each offline category) runs through the mailbox with the
-confined diagnostic actor (building and stepping background and layout tasks too), and
-the report has a row per category.
+confined diagnostic actor (building and stepping background and layout tasks too), the
+report has a row per category, and `mailroom replay` reproduces every category's episode.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import pytest
 from conftest import cli_plan, launch_command, mailroom_exe
 from mailroom.orchestrator.catalog.plus_frozen import PlusEntry, load_plus_catalog
 from mailroom.orchestrator.catalog.plus_runnable import plus_package_root
+from mailroom.orchestrator.families.registry import family_of_suite
 from mailroom.orchestrator.sim.base import SETTLING_ACTION, EpisodeStart
 from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.sim.libero import LiberoAdapter
@@ -51,7 +53,7 @@ def adapter() -> Iterator[LiberoAdapter]:
 
 
 def start(adapter: LiberoAdapter, suite: str, task_index: int) -> EpisodeStart:
-    identity = adapter.resolve_task(suite, task_index, 0)
+    identity = family_of_suite(suite).resolve_task(suite, task_index, 0)
     return adapter.start_episode(identity, 0, SEED)
 
 
@@ -214,16 +216,26 @@ def test_the_fast_plan_runs_every_category_through_the_mailbox(
     assert all(t["selected"] == 1 and t["completed"] == 1 for t in document["categories"].values())
     audit = subprocess.run([mailroom_exe(), "audit", str(run_dir)], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout + audit.stderr
-    # The noise episode re-executes to the same images: a frame's noise depends on the
-    # episode and the control alone, not on what was recorded (every control, here).
-    noise_case = next(
-        c for c in cases if load_plus_catalog().entry(SUITE, c["task_index"]).category == "noise"
-    )
-    (noise_episode,) = run_dir.glob(f"episodes/{SUITE}-t{noise_case['task_index']:03d}-*")
+    # Every category's episode re-executes to the same images, counters and outcome: a
+    # noise frame's noise depends on the episode and the control alone, not on what was
+    # recorded (every control, here); a robot-init arm is put back in the same pose.
     replayed = subprocess.run(
-        [mailroom_exe(), "replay", str(run_dir), "--case", noise_episode.name, "--json"],
+        [mailroom_exe(), "replay", str(run_dir), "--workers", "2", "--json"],
         capture_output=True,
         text=True,
         timeout=900,
     )
     assert replayed.returncode == 0, replayed.stdout[-3000:] + replayed.stderr[-3000:]
+    verdicts = json.loads(replayed.stdout)["verdicts"]
+    assert len(verdicts) == len(cases) == 6
+    replayed_categories = set()
+    for verdict in verdicts:
+        task = re.fullmatch(rf"{SUITE}-t(\d+)-.*", verdict["attempt_id"])
+        assert task is not None, verdict["attempt_id"]
+        category = load_plus_catalog().entry(SUITE, int(task.group(1))).category
+        replayed_categories.add(category)
+        assert verdict["verdict"] == "reproduced", (category, verdict)
+        events = (run_dir / "episodes" / verdict["attempt_id"] / "events.jsonl").read_text()
+        published = events.count('"observation_published"')
+        assert verdict["checked_observations"] == published == 3, category  # 2 chunks, stop
+    assert replayed_categories == categories
