@@ -37,8 +37,9 @@ CAPTURE = Capture(
 class InlineActor:
     """Answers each observation before the wait; notes the step rows not written by then."""
 
-    def __init__(self, inner: MailboxTransport) -> None:
+    def __init__(self, inner: MailboxTransport, evidence: EpisodeEvidence) -> None:
         self.inner = inner
+        self.evidence = evidence
         self.rows_seen: list[int] = []
 
     def deliver(self, delivery: Delivery) -> None:
@@ -56,7 +57,7 @@ class InlineActor:
             "actions": [[value, 0, 0, 0, 0, 0, -1]] * K,
         }
         write_response(endpoint.response_file(delivery.sequence), json.dumps(body).encode())
-        self.rows_seen.append(len(self.inner.evidence.pending_steps))
+        self.rows_seen.append(len(self.evidence.pending_steps))
         return self.inner.await_decision(delivery, limits, timeout_s)
 
     def arrival(self) -> Arrival:
@@ -71,7 +72,7 @@ def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> Non
     runner = EpisodeRunner(FakeSimulator(control_cap=CALLS * K, frames=lambda: CAPTURE), settings)
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
-    actor = InlineActor(MailboxTransport(endpoint, evidence))
+    actor = InlineActor(MailboxTransport(endpoint, evidence), evidence)
     request = EpisodeRequest(
         "a-1",
         "c",
