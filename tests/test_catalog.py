@@ -18,13 +18,12 @@ from mailroom.orchestrator.catalog.frozen import (
     TaskIndexError,
     UnknownSuiteError,
     catalog_bytes,
-    catalog_entry,
     catalog_sha256,
     check_env_instruction,
     load_catalog,
     native_lifelong_horizon,
-    reference_horizon,
 )
+from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
 
 STANDARD_COUNTS = {
     "libero_spatial": 10,
@@ -213,13 +212,13 @@ def test_lookups_and_typed_errors(frozen: Catalog) -> None:
 
 def test_env_instruction_check(frozen: Catalog) -> None:
     pro = frozen.entry("libero_spatial_lan", 0)
-    check_env_instruction("libero_spatial_lan", 0, pro.instruction)
+    check_env_instruction(pro, pro.instruction)
     with pytest.raises(InstructionMismatchError):
-        check_env_instruction("libero_spatial_lan", 0, pro.task_language)
+        check_env_instruction(pro, pro.task_language)
     standard = frozen.entry("libero_spatial", 0)
-    check_env_instruction("libero_spatial", 0, standard.bddl_language)
+    check_env_instruction(standard, standard.bddl_language)
     with pytest.raises(InstructionMismatchError):
-        check_env_instruction("libero_spatial", 0, "something else")
+        check_env_instruction(standard, "something else")
 
 
 def test_the_catalog_identity_is_pinned() -> None:

@@ -9,8 +9,8 @@ from importlib import metadata
 from pathlib import Path
 
 from conftest import REPO
-from mailroom.orchestrator.campaign.manifest import PACKAGES
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.packages import recorded_packages
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -139,7 +139,7 @@ def test_the_manifest_records_the_locked_versions(tmp_path: Path) -> None:
     """What a run's manifest records as its package versions is what the lock pins."""
     manifest = external_manifest(tmp_path, RunSettings())
     recorded: dict[str, str | None] = manifest["environment"]["packages"]
-    assert set(recorded) == set(PACKAGES)
+    assert set(recorded) == set(recorded_packages())
     locked = lock()
     for name, version in recorded.items():
         if canonicalize_name(name) == canonicalize_name(PROJECT):

@@ -20,10 +20,8 @@ from mailroom.orchestrator.actors.sandbox import evaluator_paths
 from mailroom.orchestrator.catalog.frozen import (
     CatalogError,
     TaskIndexError,
-    catalog_entry,
     catalog_sha256,
     load_catalog,
-    reference_horizon,
 )
 from mailroom.orchestrator.catalog.kept import KeptCatalogError, pin_run_catalog
 from mailroom.orchestrator.catalog.para import (
@@ -46,7 +44,8 @@ from mailroom.orchestrator.catalog.plans import (
     write_plan,
 )
 from mailroom.orchestrator.families.plans import build_plan, load_plan
-from mailroom.orchestrator.sim.libero import resolve_task
+from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
+from mailroom.orchestrator.sim.para import resolve_para
 from para_copy import REVISION, make_para_copy, paraphrased
 
 
@@ -204,7 +203,7 @@ def test_a_run_pins_its_kept_catalog_whatever_the_copy_does_later(
     # A file added before it in path order would move every later index of a fresh read.
     (root / "action_synonym" / "aaa.bddl").write_text(paraphrased(2, "new"), "utf-8")
     assert catalog_entry("libero_para", 1) == first
-    assert resolve_task("libero_para", 1, 0).instruction == first.instruction
+    assert resolve_para("libero_para", 1, 0).instruction == first.instruction
     # A changed file of the copy is caught before a launch, resume or replay starts a
     # worker (workers never read the copy: it may not be on their node).
     (root / first.para_path).write_text(paraphrased(first.goal_task_index, "other"), "utf-8")

@@ -15,14 +15,7 @@ from typing import Any
 import pytest
 from conftest import assert_usage_error, run_cli
 from mailroom.orchestrator.catalog import plus_build
-from mailroom.orchestrator.catalog.frozen import (
-    CatalogEntry,
-    TaskIndexError,
-    UnknownSuiteError,
-    catalog_entry,
-    catalog_sha256_of,
-    reference_horizon,
-)
+from mailroom.orchestrator.catalog.frozen import CatalogEntry, TaskIndexError, UnknownSuiteError
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_CATEGORIES,
     PlusCatalog,
@@ -38,6 +31,11 @@ from mailroom.orchestrator.catalog.plus_runnable import (
     parse_task_name,
     plus_package_root,
     plus_task_map,
+)
+from mailroom.orchestrator.families.registry import (
+    catalog_entry,
+    catalog_sha256_of,
+    reference_horizon,
 )
 from mailroom.orchestrator.sim import plus_assets
 from pydantic import ValidationError

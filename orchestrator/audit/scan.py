@@ -41,9 +41,10 @@ from mailroom.orchestrator.audit.patterns import (
 )
 from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_entry
+from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.plans import parse_plan
+from mailroom.orchestrator.families.registry import catalog_entry
 from mailroom.orchestrator.records.layout import (
     ENDPOINT_FILE,
     LAUNCH_MESSAGE_FILE,

@@ -165,9 +165,9 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
 
     open_simulator = config.simulator
     if open_simulator is None:
-        from mailroom.orchestrator.sim.libero import open_libero
+        from mailroom.orchestrator.families.registry import simulator_factory
 
-        open_simulator = open_libero
+        open_simulator = simulator_factory()
     episodes = LiveEpisodes(
         config,
         open_simulator,

@@ -24,6 +24,7 @@ from mailroom.orchestrator.campaign.run_directory import (
 )
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.runner import settings_record
+from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
@@ -70,14 +71,13 @@ def counters_from_events(events: list[dict[str, Any]]) -> Counters:
 
 
 def _case_record(case: Case) -> CaseRecord:
-    from mailroom.orchestrator.sim.libero import resolve_task, state_sha256
-
-    identity = resolve_task(case.suite, case.task_index, case.task_order_index)
+    owner = family(case.benchmark)
+    identity = owner.resolve_task(case.suite, case.task_index, case.task_order_index)
     return CaseRecord.of(
         identity,
         init_state_index=case.init_state_index,
         seed=case.seed,
-        state_sha256=state_sha256(identity, case.init_state_index),
+        state_sha256=owner.state_sha256(identity, case.init_state_index),
     )
 
 
@@ -111,8 +111,8 @@ def record_interrupted(
     settings = manifest["settings"]
     case = _case_of(run, attempt_id)
     events = _events(directory)
-    from mailroom.orchestrator.catalog.frozen import reference_horizon
     from mailroom.orchestrator.episode.settings import RunSettings
+    from mailroom.orchestrator.families.registry import reference_horizon
 
     run_settings = RunSettings.model_validate(settings)
     error_kind: ErrorKind = "interrupted" if kind == "interrupted" else "infrastructure_error"

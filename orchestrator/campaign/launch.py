@@ -34,6 +34,7 @@ from mailroom.orchestrator.catalog.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.families.registry import simulator_factory
 from mailroom.orchestrator.sim.base import SimulatorFactory
 
 SEEN_THEN_STOPPED = (
@@ -196,7 +197,7 @@ def run_campaign(
             record=request.record,
             launcher=request.launcher,
             limits=request.limits,
-            simulator=request.simulator,
+            simulator=request.simulator or simulator_factory(request.plan.benchmark),
             slots=request.slots,
             memory=request.memory,
             instructions=declared_instructions(request.declaration),

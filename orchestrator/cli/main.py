@@ -111,7 +111,6 @@ def demo(
     from mailroom.orchestrator.campaign.manifest import build_manifest
     from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
-    from mailroom.orchestrator.catalog.frozen import reference_horizon
     from mailroom.orchestrator.catalog.plans import render_plan
     from mailroom.orchestrator.cli.launch import (
         build_launcher,
@@ -123,6 +122,7 @@ def demo(
     from mailroom.orchestrator.episode.blinded import run_blinded_episode
     from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.families.plans import build_plan
+    from mailroom.orchestrator.families.registry import reference_horizon
     from mailroom.orchestrator.sim.libero import LiberoAdapter
 
     profile = "scripted_diagnostic"

@@ -137,9 +137,9 @@ class ClusterWorker:
 
         open_simulator = self.config.simulator
         if open_simulator is None:
-            from mailroom.orchestrator.sim.libero import open_libero
+            from mailroom.orchestrator.families.registry import simulator_factory
 
-            open_simulator = open_libero
+            open_simulator = simulator_factory()
         episodes = LiveEpisodes(
             self.config,
             open_simulator,

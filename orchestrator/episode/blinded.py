@@ -18,7 +18,6 @@ from mailroom.orchestrator.actors.profiles import (
     instructions_version_of,
 )
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import reference_horizon
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence, EventMirror
 from mailroom.orchestrator.episode.runner import (
     Ending,
@@ -30,6 +29,7 @@ from mailroom.orchestrator.episode.runner import (
 )
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
+from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator

@@ -18,7 +18,7 @@ from mailroom.orchestrator.catalog.frozen import (
 )
 from mailroom.orchestrator.catalog.plans import Selection, select_libero
 from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
-from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 
 # What every LIBERO family's runs rest on: the package with the tasks, and the simulator.
 LIBERO_PACKAGES = Packages(
@@ -37,6 +37,14 @@ def libero_reference_horizon(base_suite: str) -> ReferenceHorizon:
     """A base suite's horizon: every LIBERO family's suites inherit their base suite's."""
     record = load_catalog().reference_horizons[base_suite]
     return ReferenceHorizon(record.controls, record.source)
+
+
+def open_libero_simulator(*, control_cap: int, proprio: bool) -> Simulator:
+    """LIBERO's adapter, imported only where a simulator is built (a worker): importing it
+    configures headless rendering, which the launching process must not."""
+    from mailroom.orchestrator.sim.libero import open_libero
+
+    return open_libero(control_cap=control_cap, proprio=proprio)
 
 
 class LiberoFamily:
@@ -97,9 +105,7 @@ class LiberoFamily:
         raise CatalogError(f"a {self.title} run keeps no catalog of its own")
 
     def simulator_factory(self) -> SimulatorFactory:
-        from mailroom.orchestrator.sim.libero import open_libero
-
-        return open_libero
+        return open_libero_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
         from mailroom.orchestrator.sim.libero import resolve_task

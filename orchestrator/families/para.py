@@ -34,7 +34,14 @@ from mailroom.orchestrator.families.libero import (
     libero_private_names,
     libero_reference_horizon,
 )
-from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+
+
+def open_para_simulator(*, control_cap: int, proprio: bool) -> Simulator:
+    """The LIBERO adapter resolving LIBERO-Para paraphrases, imported only in a worker."""
+    from mailroom.orchestrator.sim.para import open_para
+
+    return open_para(control_cap=control_cap, proprio=proprio)
 
 
 class ParaFamily:
@@ -111,9 +118,7 @@ class ParaFamily:
         pin_para_catalog(catalog)
 
     def simulator_factory(self) -> SimulatorFactory:
-        from mailroom.orchestrator.sim.libero import open_libero
-
-        return open_libero
+        return open_para_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
         from mailroom.orchestrator.sim.para import resolve_para_task

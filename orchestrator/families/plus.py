@@ -22,7 +22,7 @@ from mailroom.orchestrator.families.libero import (
     libero_private_names,
     libero_reference_horizon,
 )
-from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 
 # The package with the tasks, and what its sensor noise computes with: recorded by
 # manifests since LIBERO-Plus runs, so an earlier manifest's silence about them is no drift.
@@ -33,6 +33,13 @@ PLUS_PACKAGES = Packages(
     recorded_since=_OWN,
     modules=(*LIBERO_PACKAGES.modules, "liberoplus"),
 )
+
+
+def open_plus_simulator(*, control_cap: int, proprio: bool) -> Simulator:
+    """The LIBERO adapter resolving LIBERO-Plus tasks, imported only in a worker."""
+    from mailroom.orchestrator.sim.plus import open_plus
+
+    return open_plus(control_cap=control_cap, proprio=proprio)
 
 
 class PlusFamily:
@@ -100,9 +107,7 @@ class PlusFamily:
         raise CatalogError("a LIBERO-Plus run keeps no catalog of its own")
 
     def simulator_factory(self) -> SimulatorFactory:
-        from mailroom.orchestrator.sim.libero import open_libero
-
-        return open_libero
+        return open_plus_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
         from mailroom.orchestrator.sim.plus import resolve_plus_task

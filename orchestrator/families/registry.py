@@ -12,7 +12,11 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, UnknownSuiteError
+from mailroom.orchestrator.catalog.frozen import (
+    CatalogEntry,
+    ReferenceHorizon,
+    UnknownSuiteError,
+)
 from mailroom.orchestrator.families.base import (
     BenchmarkFamily,
     Packages,
@@ -85,6 +89,16 @@ def catalog_entry(suite: str, task_index: int) -> CatalogEntry:
 
 def family_of_case(case: Case) -> BenchmarkFamily:
     return family(case.benchmark)
+
+
+def reference_horizon(suite: str) -> ReferenceHorizon:
+    """A suite's reference horizon, from the family that owns it."""
+    return family_of_suite(suite).reference_horizon(suite)
+
+
+def catalog_sha256_of(benchmark: str) -> str:
+    """The hash of the catalog a benchmark's plans are built against."""
+    return family(benchmark).catalog_sha256()
 
 
 def simulator_factory(benchmark: str | None = None) -> SimulatorFactory:

