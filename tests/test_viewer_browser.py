@@ -23,6 +23,9 @@ from typing import Any
 
 import pytest
 from conftest import REPO, cli_plan, copied_actor, launch_command, mailroom_exe
+from mailroom.orchestrator.episode.video import EpisodeVideo
+from mailroom.orchestrator.sim.base import CAMERAS
+from mailroom.orchestrator.sim.fake import synthetic_capture
 from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL
 from mailroom.orchestrator.viewer.site import build_site
 from test_viewer_trace import claude_episode, traced_run
@@ -71,6 +74,34 @@ def browser() -> Iterator[Any]:
         launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield launched
         launched.close()
+
+
+# Plays each video of the page and waits for its playback position to move (the
+# `timeupdate` event), within a generous bound: what each did, in page order.
+PLAY_EACH_VIDEO = """async () => {
+    const out = [];
+    for (const video of document.querySelectorAll("video")) {
+        video.muted = true;
+        const moved = new Promise((done) => {
+            const check = () => { if (video.currentTime > 0) done(true); };
+            video.addEventListener("timeupdate", check);
+            video.addEventListener("ended", check);
+            check();
+        });
+        const bound = new Promise((done) => setTimeout(() => done(false), 30000));
+        await video.play();
+        const advanced = await Promise.race([moved, bound]);
+        out.push({advanced, ready: video.readyState, time: video.currentTime,
+                  error: video.error && video.error.code});
+    }
+    return out;
+}"""
+
+
+def _played(video: dict[str, Any]) -> bool:
+    return bool(
+        video["advanced"] and video["ready"] >= 2 and video["time"] > 0 and video["error"] is None
+    )
 
 
 class Page:
@@ -142,21 +173,9 @@ def test_an_attempt_page_shows_each_policy_call_and_both_videos_play(
     for name in (attempt / "observations").iterdir():
         delivered = site.parent / "run" / "episodes" / STOPPING / "observations" / name.name
         assert name.read_bytes() == delivered.read_bytes()
-    played = view.page.evaluate(
-        """async () => {
-            const out = [];
-            for (const video of document.querySelectorAll("video")) {
-                video.muted = true;
-                await video.play();
-                await new Promise((done) => setTimeout(done, 400));
-                out.push({ready: video.readyState, time: video.currentTime,
-                          error: video.error && video.error.code});
-            }
-            return out;
-        }"""
-    )
+    played = view.page.evaluate(PLAY_EACH_VIDEO)
     assert len(played) == 2
-    assert all(v["ready"] >= 2 and v["time"] > 0 and v["error"] is None for v in played), played
+    assert all(_played(v) for v in played), played
     assert view.page.locator("svg.actions polyline").count() == 7
     assert view.errors() == []
     assert view.keep("viewer-attempt-page.png").stat().st_size > 10_000
@@ -204,3 +223,20 @@ def test_the_agents_own_account_unfolds_under_each_call_as_text_and_runs_nothing
     assert view.page.locator("body script").count() == 0
     assert view.errors() == []
     assert view.keep("viewer-agent-account.png").stat().st_size > 10_000
+
+
+def test_a_video_the_recorder_wrote_plays_in_the_browser(tmp_path: Path, browser: Any) -> None:
+    """Apart from the simulator: the recorder's MP4s of synthetic frames, on a page of
+    their own, play (their position moves) once the browser says so, not after a guess."""
+    with EpisodeVideo(tmp_path, CAMERAS) as video:
+        for control in range(20):
+            video.add(synthetic_capture(control).images)
+        written = video.finish()
+    sources = "".join(
+        f'<video src="{record.file}" preload="auto"></video>' for record in written.values()
+    )
+    (tmp_path / "index.html").write_text(f"<!doctype html><body>{sources}</body>")
+    view = Page(browser, (tmp_path / "index.html").as_uri())
+    played = view.page.evaluate(PLAY_EACH_VIDEO)
+    assert len(played) == len(CAMERAS) and all(_played(v) for v in played), played
+    assert view.errors() == []
