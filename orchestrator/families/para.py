@@ -26,7 +26,18 @@ from mailroom.orchestrator.catalog.para import (
     pin_para_catalog,
     render_para,
 )
-from mailroom.orchestrator.catalog.plans import Selection, select_para
+from mailroom.orchestrator.catalog.plans import (
+    CANONICAL_INIT_STATES,
+    CANONICAL_SEED,
+    ONCE_NOTE,
+    PlanOptionError,
+    Selection,
+    cases_canonical,
+    cases_once,
+    format_ids,
+    refuse_options,
+    unique_ids,
+)
 from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.families.libero import (
     LIBERO_NAMES,
@@ -35,6 +46,73 @@ from mailroom.orchestrator.families.libero import (
     libero_reference_horizon,
 )
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+
+
+def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> Selection:
+    """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
+    ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
+    catalog = load_para_catalog()
+    goal_tasks = None if task_ids is None else list(unique_ids(task_ids))
+    entries = catalog.select(cell, goal_tasks)
+    where = " ".join(
+        part
+        for part in (
+            f"cell {cell}" if cell is not None else "",
+            f"Goal tasks {format_ids(goal_tasks)}" if goal_tasks is not None else "",
+        )
+        if part
+    )
+    picked = f"{PARA_SUITE} {where}".strip()
+    if not entries:
+        raise PlanOptionError(f"the LIBERO-Para copy has no runnable paraphrase for {picked}")
+    revision = catalog.revision or "unrecorded"
+    if kind in ("development", "all"):
+        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {PARA_SUITE}")
+    if kind == "fast":
+        refuse_options("fast", cell=cell)
+        firsts: dict[str, ParaEntry] = {}
+        for e in entries:
+            firsts.setdefault(e.cell or "", e)
+        entries = list(firsts.values())
+        return Selection(
+            label=f"fast: {picked}, one paraphrase per cell, each once",
+            description=(
+                f"Fast plan: {len(entries)} LIBERO-Para paraphrases (copy revision "
+                f"{revision}), the first of each cell, {ONCE_NOTE}"
+            ),
+            cases=cases_once(entries),
+        )
+    if kind == "task_coverage":
+        if cell is None and goal_tasks is None:
+            raise PlanOptionError(
+                "plan kind 'task_coverage' on LIBERO-Para needs a cell or Goal task ids"
+            )
+        return Selection(
+            label=f"task coverage: {picked}, {len(entries)} paraphrases, each once",
+            description=(
+                f"Task-coverage plan: {len(entries)} LIBERO-Para paraphrases of {picked} "
+                f"(copy revision {revision}) in path order, {ONCE_NOTE}"
+            ),
+            cases=cases_once(entries),
+        )
+    states = min(e.n_init_states for e in entries)
+    if states < CANONICAL_INIT_STATES:
+        raise PlanOptionError(f"a Goal task has {states} released states, not 50")
+    return Selection(
+        label=(
+            f"CANONICAL protocol: {picked}, {len(entries)} paraphrases x "
+            f"{CANONICAL_INIT_STATES} Goal states, seed {CANONICAL_SEED}"
+        ),
+        description=(
+            f"The canonical LIBERO protocol over LIBERO-Para (copy revision {revision}): "
+            f"each selected paraphrase on its LIBERO-Goal task from each of the "
+            f"{CANONICAL_INIT_STATES} released Goal states, seed {CANONICAL_SEED}, task "
+            "order 0, success aggregated per cell. Cases interleave paraphrases as the "
+            "canonical protocol interleaves tasks. Every failure and error is kept and "
+            "nothing is retried."
+        ),
+        cases=cases_canonical(entries),
+    )
 
 
 def open_para_simulator(*, control_cap: int, proprio: bool) -> Simulator:

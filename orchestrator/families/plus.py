@@ -8,7 +8,16 @@ from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
-from mailroom.orchestrator.catalog.plans import Selection, select_plus
+from mailroom.orchestrator.catalog.plans import (
+    CANONICAL_SEED,
+    ONCE_NOTE,
+    PlanOptionError,
+    Selection,
+    cases_once,
+    format_ids,
+    refuse_options,
+    unique_ids,
+)
 from mailroom.orchestrator.catalog.plus_frozen import (
     PLUS_CATEGORIES,
     PlusEntry,
@@ -23,6 +32,77 @@ from mailroom.orchestrator.families.libero import (
     libero_reference_horizon,
 )
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+
+
+def select_plus(
+    kind: str, suite: str, task_ids: Sequence[int] | None, category: str | None
+) -> Selection:
+    """LIBERO-Plus plans: by suite, category and task, over the offline tasks only."""
+    catalog = load_plus_catalog()
+    catalog.suite_entries(suite, category)  # an unknown suite or category, refused first
+    if kind in ("development", "all"):
+        raise PlanOptionError(f"plan kind {kind!r} covers standard LIBERO, not {suite}")
+    picked = f"{category} tasks" if category else "tasks"
+    if kind == "fast":
+        refuse_options("fast", category=category)
+        if task_ids is None:
+            entries = [
+                found[0]
+                for name in PLUS_CATEGORIES
+                if (found := catalog.suite_entries(suite, name))
+            ]
+        else:
+            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
+        shown = ", ".join(f"{e.category} {e.task_index}" for e in entries)
+        picked = (
+            "one offline task per category" if task_ids is None else f"tasks {format_ids(task_ids)}"
+        )
+        return Selection(
+            label=f"fast: {suite}, {picked}, each once",
+            description=f"Fast plan: {suite} tasks {shown}, {ONCE_NOTE}"[:2000],
+            cases=cases_once(entries),
+        )
+    if kind == "task_coverage":
+        if task_ids is None and category is None:
+            raise PlanOptionError(
+                "plan kind 'task_coverage' on LIBERO-Plus needs task ids or a category"
+            )
+        if task_ids is None:
+            entries = catalog.suite_entries(suite, category)
+        else:
+            entries = [catalog.entry(suite, i) for i in unique_ids(task_ids)]
+            stray = [e.task_index for e in entries if category and e.category != category]
+            if stray:
+                raise PlanOptionError(f"{suite} tasks {format_ids(stray)} are not {category} tasks")
+        if not entries:
+            raise PlanOptionError(f"{suite} has no offline {category} tasks")
+        return Selection(
+            label=f"task coverage: {suite} {picked} ({len(entries)}), each once",
+            description=(
+                f"Task-coverage plan: {len(entries)} offline {suite} {picked} in the package's "
+                f"order, {ONCE_NOTE}"
+            ),
+            cases=cases_once(entries),
+        )
+    refuse_options("canonical", task_ids=task_ids)
+    entries = catalog.suite_entries(suite, category)
+    if not entries:
+        raise PlanOptionError(f"{suite} has no offline {category} tasks")
+    return Selection(
+        label=f"CANONICAL protocol: {suite} {picked}, {len(entries)} x 1 trial, seed "
+        f"{CANONICAL_SEED}",
+        description=(
+            f"LIBERO-Plus's evaluation protocol applied to {suite}: LIBERO's, with one trial "
+            "per task instead of 50 (the package's stated change): every offline "
+            f"{category + ' ' if category else ''}task once from released initial state 0, "
+            f"seed {CANONICAL_SEED}, task order 0, success rate "
+            "aggregated per suite and category. Tasks that need the package's separate "
+            "assets are not in the catalog and not in the plan. Every failure and error is "
+            "kept and nothing is retried."
+        ),
+        cases=cases_once(entries, seed=CANONICAL_SEED),
+    )
+
 
 # The package with the tasks, and what its sensor noise computes with: recorded by
 # manifests since LIBERO-Plus runs, so an earlier manifest's silence about them is no drift.
@@ -48,9 +128,7 @@ class PlusFamily:
     adapter = "libero"
     legacy_plan_schema: str | None = "mailroom.plan/v2"
     public_names = LIBERO_NAMES
-    plan_options = (
-        PlanOption("category", "the perturbation category", tuple(PLUS_CATEGORIES)),
-    )
+    plan_options = (PlanOption("category", "the perturbation category", tuple(PLUS_CATEGORIES)),)
     packages = PLUS_PACKAGES
     kept_catalog_file: str | None = None
 
