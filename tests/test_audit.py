@@ -50,7 +50,6 @@ from mailroom.orchestrator.audit.scan import (
     source_of,
 )
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import load_catalog
 from mailroom.orchestrator.catalog.plans import Plan, render_plan
@@ -59,6 +58,7 @@ from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.layout import AUDIT_FILE
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,

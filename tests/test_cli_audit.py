@@ -14,8 +14,8 @@ from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.audit.scan import AUDIT_SCHEMA
 from mailroom.orchestrator.campaign.coordinator import schedule
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from test_audit import RunBuilder
 
 

@@ -30,13 +30,13 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import Plan, content_sha256, render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.run_directory import RunDirectory
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.cluster.evidence_transfer import (
     CHUNK_BYTES,
     DriverEvidence,
@@ -38,6 +37,7 @@ from mailroom.orchestrator.cluster.worker import (
 )
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.records.run_directory import RunDirectory
 
 ATTEMPT = "libero_10-t000-i00-o0-s20260907-a1"
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from conftest import mailroom_exe
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.comparison import (
     PROTOCOL_SETTINGS,
     SettingsDifferError,

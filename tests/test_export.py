@@ -17,7 +17,6 @@ from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import load_catalog
 from mailroom.orchestrator.catalog.plans import PlanKind, render_plan
@@ -25,6 +24,7 @@ from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.documents import (
     RESULT_SCHEMA,
     CaseRecord,

@@ -25,15 +25,12 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import actor_instructions_template, profile_dir
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.campaign.manifest import (
-    ManifestConflictError,
-    check_compatible,
-    instructions_of_run,
-)
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.campaign.manifest import ManifestConflictError, check_compatible
 from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.manifest import instructions_of_run
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.fake import FakeSimulator
 from test_export import make_run
 

@@ -20,7 +20,6 @@ import test_export
 from conftest import mailroom_exe
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.kept import KeptCatalogError, keep_run_catalog
 from mailroom.orchestrator.catalog.para import (
@@ -33,6 +32,7 @@ from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.families.registry import catalog_entry
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.comparison import compare_runs
 from mailroom.orchestrator.results.export import ExportError, export_parquet
 from mailroom.orchestrator.results.reporter import build_report

@@ -9,10 +9,11 @@ import click
 import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import MANIFEST_SCHEMA, build_manifest
+from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.cli.launch import _settings_from, launch
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA
 
 
 def external_manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:

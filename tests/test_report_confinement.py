@@ -8,8 +8,8 @@ from pathlib import Path
 
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import confinement_of_run
-from mailroom.orchestrator.campaign.manifest import manifest_errors
-from mailroom.orchestrator.campaign.run_directory import RunDirectory, read_result
+from mailroom.orchestrator.records.manifest import manifest_errors
+from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.export import export_parquet
 from mailroom.orchestrator.results.reporter import build_report

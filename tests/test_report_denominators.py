@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from conftest import mailroom_exe
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cli.report import COLUMNS, print_report
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.reporter import Report, Tally, build_report
 from pydantic import ValidationError
 from rich.console import Console

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from mailroom.orchestrator.campaign.coordinator import schedule
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.records.run_directory import RunDirectory
 
 
 def _logged(*events: str) -> bytes:

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from conftest import mailroom_exe
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.pages import CSP
 from mailroom.orchestrator.viewer.site import build_site

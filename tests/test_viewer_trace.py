@@ -14,7 +14,7 @@ from typing import Any, get_args
 import pytest
 from mailroom.orchestrator.actors.profiles import TraceFormat
 from mailroom.orchestrator.campaign.manifest import declaration_sha256
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer import trace as trace_module
 from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL, CSP, attempt_page
 from mailroom.orchestrator.viewer.site import build_site

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
-from mailroom.orchestrator.episode.evidence import append_private_line, event_line
+from mailroom.orchestrator.records.disclosures import LEAK_DISCLOSED
+from mailroom.orchestrator.records.event_log import event_line
 from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.private import append_private_line
+from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
 from mailroom.timestamps import utc_timestamp
 
 MAX_NOTE = 2000
@@ -63,15 +65,10 @@ def record_disclosure(run: RunDirectory, record: AttemptRecord, note: str) -> di
         "note": note,
         "at": utc_timestamp(),
     }
-    run.event("leak_disclosed", **fields)
-    line = event_line("leak_disclosed", **fields)
+    run.event(LEAK_DISCLOSED, **fields)
+    line = event_line(LEAK_DISCLOSED, **fields)
     append_private_line(AttemptPaths(record.directory).disclosures, line)
     return fields
-
-
-def disclosed_attempts(run: RunDirectory) -> set[str]:
-    """Every attempt a `leak_disclosed` event names: not blinded, never retried."""
-    return {e["attempt_id"] for e in run.events() if e.get("event") == "leak_disclosed"}
 
 
 def record_cutover(run: RunDirectory, note: str) -> None:

@@ -39,18 +39,19 @@ from mailroom.orchestrator.audit.patterns import (
     information_kind,
     run_identifiers,
 )
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import catalog_entry
+from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import (
     ENDPOINT_FILE,
     LAUNCH_MESSAGE_FILE,
     AttemptPaths,
     RunPaths,
 )
+from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import (
@@ -359,19 +360,8 @@ def _read_json(path: Path) -> Any:
 
 
 def _actor_started(directory: Path) -> dict[str, Any] | None:
-    path = AttemptPaths(directory).events
-    if not path.exists():
-        return None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if '"actor_started"' not in line:
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "actor_started":
-            return event
-    return None
+    started = read_log(AttemptPaths(directory).events, kinds=("actor_started",)).records
+    return started[0] if started else None
 
 
 def _argv_text(event: dict[str, Any]) -> str:

@@ -27,13 +27,14 @@ from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
-from mailroom.orchestrator.audit.disclosure import disclosed_attempts
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult, RunDirectory
-from mailroom.orchestrator.catalog.cases import Case, attempt_id_of
+from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.kept import KeptCatalog
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.layout import attempt_id_of
+from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import SimulatorFactory
 

@@ -15,17 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.actors.confinement import confinement_of_run
-from mailroom.orchestrator.campaign.manifest import instructions_of_run
-from mailroom.orchestrator.campaign.run_directory import (
-    CorruptResult,
-    RunDirectory,
-    read_result,
-    split_attempt_id,
-)
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.families.registry import family
-from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.layout import AttemptPaths, split_attempt_id
+from mailroom.orchestrator.records.manifest import instructions_of_run
+from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory, read_result
 from mailroom.orchestrator.results.documents import (
     CaseRecord,
     Counters,
@@ -39,16 +35,8 @@ from mailroom.timestamps import utc_timestamp
 
 
 def _events(directory: Path) -> list[dict[str, Any]]:
-    path = AttemptPaths(directory).events
-    if not path.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            break  # a torn last line from the crash: everything before it stands
-    return out
+    # A torn last line from the crash: everything before it stands.
+    return read_log(AttemptPaths(directory).events).before_first_unreadable()
 
 
 def counters_from_events(events: list[dict[str, Any]]) -> Counters:

@@ -21,7 +21,6 @@ from mailroom.orchestrator.actors.confinement import ConfinementRecord, Confinem
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.profiles import (
     AGENT_CLI_FOLDER,
-    DEFAULT_INSTRUCTIONS,
     REPO_ROOT,
     actor_instructions_template,
     declared_instructions,
@@ -30,13 +29,10 @@ from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.packages import recorded_packages
 from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
+from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA, MANIFEST_SCHEMA_V2
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
 
-MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
-MANIFEST_SCHEMA_V2 = "mailroom.run_manifest/v2"  # adds `confinement`
-MANIFEST_SCHEMA = "mailroom.run_manifest/v3"  # adds `blinding.instructions_version`
-MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA)
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
 
 
@@ -197,21 +193,6 @@ def build_manifest(
     if errors:
         raise ValueError(f"manifest does not match its schema: {errors[0]}")
     return manifest
-
-
-def manifest_errors(manifest: object) -> list[str]:
-    """Schema errors of a manifest of any known version (v1 runs still report)."""
-    kind = manifest.get("schema") if isinstance(manifest, dict) else None
-    return schema_errors(kind if kind in MANIFEST_SCHEMAS else MANIFEST_SCHEMA, manifest)
-
-
-def instructions_of_run(manifest: Mapping[str, Any]) -> str:
-    """The actor instructions version a run's actors were handed: a v3 manifest names it;
-    before v3 every actor was handed v1, whatever its profile's declaration said."""
-    blinding = manifest.get("blinding")
-    if isinstance(blinding, Mapping) and isinstance(blinding.get("instructions_version"), str):
-        return str(blinding["instructions_version"])
-    return DEFAULT_INSTRUCTIONS
 
 
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:

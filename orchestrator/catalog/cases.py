@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mailroom.orchestrator.records.layout import attempt_id_of
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -32,11 +33,6 @@ class Case(BaseModel):
 
     def attempt_id(self, attempt: int) -> str:
         return attempt_id_of(self.case_id, attempt)
-
-
-def attempt_id_of(case_id: str, attempt: int) -> str:
-    """An attempt's identifier (`run_directory.split_attempt_id` reads it back)."""
-    return f"{case_id}-a{attempt}"
 
 
 DEMO_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)

@@ -15,7 +15,6 @@ from mailroom.orchestrator.audit.disclosure import (
     NoteError,
     UnknownAttemptError,
     bounded_note,
-    disclosed_attempts,
     record_cutover,
     record_disclosure,
     resolve_attempt,
@@ -26,7 +25,6 @@ from mailroom.orchestrator.audit.scan import (
     Information,
     audit_run,
 )
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
 from mailroom.orchestrator.cli.options import (
     console,
@@ -35,6 +33,8 @@ from mailroom.orchestrator.cli.options import (
     run_dir_argument,
     use_run_catalog,
 )
+from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from rich.markup import escape
 from rich.table import Table
 

@@ -38,7 +38,6 @@ from mailroom.orchestrator.campaign.admission import (
     capacity,
 )
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
-from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
@@ -66,7 +65,7 @@ from mailroom.orchestrator.episode.settings import (
     RecordMode,
     RunSettings,
 )
-from mailroom.orchestrator.records.layout import RunPaths
+from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -257,10 +256,10 @@ def _execute(
         run_campaign,
     )
     from mailroom.orchestrator.campaign.manifest import ManifestConflictError
-    from mailroom.orchestrator.campaign.run_directory import RunLockedError
     from mailroom.orchestrator.catalog.plans import PlanError
     from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
     from mailroom.orchestrator.families.plans import parse_plan
+    from mailroom.orchestrator.records.run_directory import RunLockedError
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
     try:
@@ -357,7 +356,7 @@ def refuse_private_mailbox_root(run_dir: Path, mailbox_root: Path, plan: Plan) -
     whose path names the run, a case, a suite, a task, a seed, a date or the benchmark is
     refused (exit 2) before anything is made, naming the word."""
     from mailroom.orchestrator.audit.patterns import launch_identifiers, path_disclosures
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory
 
     run = RunDirectory(run_dir)
     manifest = run.read_manifest() if run.exists() else None
@@ -726,7 +725,7 @@ def resume(
     Workers, slots and the executor (with its Ray address) default to the run's last
     launch or resume."""
     from mailroom.orchestrator.campaign.launch import last_launch
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory
 
     run = RunDirectory(run_dir)
     if not run.exists():

@@ -109,7 +109,6 @@ def demo(
     simulator, answered by the built-in diagnostic actor in its own confined process."""
     from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
     from mailroom.orchestrator.campaign.manifest import build_manifest
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
     from mailroom.orchestrator.catalog.plans import render_plan
     from mailroom.orchestrator.cli.launch import (
@@ -123,6 +122,7 @@ def demo(
     from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.families.plans import build_plan
     from mailroom.orchestrator.families.registry import reference_horizon
+    from mailroom.orchestrator.records.run_directory import RunDirectory
     from mailroom.orchestrator.sim.libero import LiberoAdapter
 
     profile = "scripted_diagnostic"

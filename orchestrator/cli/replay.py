@@ -86,7 +86,7 @@ def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -
     (what is missing). Exit codes: 0 every checked attempt reproduced; 1 some did not;
     2 usage error.
     """
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory
     from mailroom.orchestrator.replay.campaign import Selection, replay_run
     from mailroom.orchestrator.replay.drift import version_drift
 

@@ -200,7 +200,7 @@ def print_diagnostics(found: list[AttemptDiagnostics], out: Console = console) -
 @json_option()
 def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
     """Success per suite with its denominators, from the result documents alone."""
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory
     from mailroom.orchestrator.replay.diagnostics import run_diagnostics
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
@@ -227,7 +227,7 @@ def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
 def status(run_dir: Path, as_json: bool) -> None:
     """Where a run stands: selected, completed, errored, unattempted (in the report's
     words), and as a launch sees them: live now, queued for a slot, done."""
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory
     from mailroom.orchestrator.results.reporter import run_status
 
     run = RunDirectory(run_dir)

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from mailroom.mailbox.publish import publish_bytes
-from mailroom.orchestrator.campaign.run_directory import RunDirectory, split_attempt_id
 from mailroom.orchestrator.cluster.messages import EventLines, EvidenceChunk
-from mailroom.orchestrator.episode.evidence import append_private_lines, make_private_dir
-from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
+from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths, split_attempt_id
+from mailroom.orchestrator.records.private import append_private_lines, make_private_dir
+from mailroom.orchestrator.records.run_directory import RunDirectory
 
 CHUNK_BYTES = 4 << 20
 MAX_DEPTH = 3

@@ -37,8 +37,6 @@ from mailroom.orchestrator.campaign.coordinator import (
     group_by_task,
     record_lost,
 )
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
 from mailroom.orchestrator.cluster.evidence_transfer import DriverEvidence, EvidencePathError
 from mailroom.orchestrator.cluster.messages import (
@@ -49,6 +47,8 @@ from mailroom.orchestrator.cluster.messages import (
     WorkerReport,
 )
 from mailroom.orchestrator.cluster.worker import RayWorkerProcess, WorkerPlace
+from mailroom.orchestrator.records.layout import attempt_id_of
+from mailroom.orchestrator.records.run_directory import RunDirectory
 
 SLOT_RESOURCE = "mailroom_slot"
 DRAIN_S = 0.5

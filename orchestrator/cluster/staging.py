@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mailroom.orchestrator.episode.evidence import PRIVATE_DIR_MODE, make_private_dir
 from mailroom.orchestrator.records.layout import RunPaths
+from mailroom.orchestrator.records.private import PRIVATE_DIR_MODE, make_private_dir
 
 LOCK_NAME = ".lock"
 

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mailroom.orchestrator.campaign.admission import Admission
-from mailroom.orchestrator.catalog.cases import attempt_id_of
 from mailroom.orchestrator.cluster.evidence_transfer import CHUNK_BYTES, attempt_chunks
 from mailroom.orchestrator.cluster.messages import (
     EventLines,
@@ -40,6 +39,7 @@ from mailroom.orchestrator.cluster.messages import (
     WorkerReport,
 )
 from mailroom.orchestrator.cluster.staging import StagingArea
+from mailroom.orchestrator.records.layout import attempt_id_of
 
 # How long an attempt waits for the driver to record that its actor is about to see an
 # observation; without that record the observation is not shown (the episode errs).

@@ -14,52 +14,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mailroom.mailbox.publish import publish_bytes, publish_json
+from mailroom.orchestrator.records.event_log import DISCLOSING_EVENTS, event_line
 from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.private import (
+    PRIVATE_DIR_MODE,
+    make_private_dir,
+    open_private_log,
+)
 from mailroom.orchestrator.results.documents import EpisodeResult
-
-# The run directory is the orchestrator's alone (`mailroom` also runs with umask 077).
-PRIVATE_DIR_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
-# The events that announce or record an observation going out to the actor: an attempt
-# that logged one may have been seen, and is never silently re-run.
-DISCLOSING_EVENTS = ("first_observation_publishing", "observation_published")
-
-
-def make_private_dir(path: Path) -> None:
-    """`mkdir -p path`, and `path` itself owner-only (what lies above it is not ours)."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, PRIVATE_DIR_MODE)
-
-
-def open_private_log(path: Path) -> int:
-    """An append-only descriptor of a private log file (created owner-only)."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE_MODE)
-
-
-def event_line(kind: str, /, **fields: Any) -> str:
-    """One record of an event log (a run's, an attempt's): stamped now, keys sorted, one
-    line. A record that is not JSON (a NaN, say) raises before anything is written."""
-    record = {"t": round(time.time(), 6), "event": kind, **fields}
-    return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
-
-
-def append_private_line(path: Path, line: str) -> None:
-    """Append one whole line to a private log and fsync it: a run's own records (its
-    events, an attempt's disclosures) are on disk before the command says so."""
-    append_private_lines(path, [line])
-
-
-def append_private_lines(path: Path, lines: Sequence[str], *, durable: bool = True) -> None:
-    """Append whole lines to a private log in one write, fsynced if `durable`."""
-    fd = open_private_log(path)
-    try:
-        data = memoryview("".join(lines).encode("utf-8"))
-        while data:
-            data = data[os.write(fd, data) :]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class EventMirror(Protocol):

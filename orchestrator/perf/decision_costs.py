@@ -6,7 +6,6 @@ this machine; ratios compare paths measured in that same run.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -22,6 +21,7 @@ from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
+from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
 from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
@@ -147,12 +147,9 @@ def mailbox_decisions(decisions: int, k: int, workdir: Path, mailbox_root: Path)
         c["published_at"] - detected_at - c.get("control_step", 0.0)
         for c, detected_at in zip(cycles, detected, strict=False)
     ]
-    events = RunPaths(workdir / "run").attempt(result.attempt_id).events.read_text()
-    stamps = [
-        json.loads(line)["t"]
-        for line in events.splitlines()
-        if '"observation_published"' in line or '"closed_published"' in line
-    ]
+    events = RunPaths(workdir / "run").attempt(result.attempt_id).events
+    published = read_log(events, kinds=("observation_published", "closed_published"))
+    stamps = [e["t"] for e in published.records]
     loop_s = stamps[-1] - stamps[0]
     return {
         "decisions": result.counters.policy_calls,

@@ -109,9 +109,9 @@ def throughput_run(
     from mailroom.orchestrator.actors.profiles import load_profile
     from mailroom.orchestrator.campaign.coordinator import LaunchConfig, LocalExecutor, Work
     from mailroom.orchestrator.campaign.manifest import build_manifest
-    from mailroom.orchestrator.campaign.run_directory import RunDirectory
     from mailroom.orchestrator.catalog.plans import render_plan
     from mailroom.orchestrator.families.plans import build_plan
+    from mailroom.orchestrator.records.run_directory import RunDirectory
 
     settings = RunSettings(max_policy_calls=decisions, replan_interval=k, response_timeout_s=600)
     profile = load_profile(PROFILE)

@@ -22,8 +22,10 @@
         result.corrupt.json            a result that could not be trusted, kept aside
 
 No other module spells these names or builds an attempt's folder: they ask `RunPaths`
-and `AttemptPaths`. The names of observation and response files are the mailbox's own
-(`mailroom.mailbox.endpoint`): the run keeps each under the name it was published as.
+and `AttemptPaths`. An attempt's folder is named by its attempt id, `<case id>-a<n>`
+(`attempt_id_of`, read back by `split_attempt_id`). The names of observation and
+response files are the mailbox's own (`mailroom.mailbox.endpoint`): the run keeps each
+under the name it was published as.
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ DISCLOSURES_FILE = "disclosures.jsonl"
 DIAGNOSTICS_FILE = "diagnostics.json"
 # The actor's captured output, by stream.
 ACTOR_OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
+# Between a case id and its attempt's number in an attempt id.
+_ATTEMPT_MARK = "-a"
+
+
+def attempt_id_of(case_id: str, attempt: int) -> str:
+    """An attempt's identifier, which names its folder (`split_attempt_id` reads it back)."""
+    return f"{case_id}{_ATTEMPT_MARK}{attempt}"
+
+
+def split_attempt_id(attempt_id: str) -> tuple[str, int] | None:
+    """The case id and attempt number an attempt id names, or None if it is not one."""
+    case_id, sep, number = attempt_id.rpartition(_ATTEMPT_MARK)
+    if not sep or not number.isdigit():
+        return None
+    return case_id, int(number)
 
 
 @dataclass(frozen=True)

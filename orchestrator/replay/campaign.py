@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.catalog.kept import KeptCatalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
+from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
 from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
 from mailroom.orchestrator.replay.drift import version_drift
 from mailroom.orchestrator.replay.recorded import (

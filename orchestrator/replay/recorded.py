@@ -8,14 +8,14 @@ kept in every record mode, so `--record minimal` runs replay too.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mailroom.mailbox.action_layout import ACTION_DIMENSION
-from mailroom.orchestrator.campaign.run_directory import CorruptResult, read_result
+from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import EVENTS_FILE, RESULT_FILE, AttemptPaths
+from mailroom.orchestrator.records.run_directory import CorruptResult, read_result
 from mailroom.orchestrator.results.documents import EpisodeResult
 
 
@@ -40,15 +40,11 @@ class RecordedAttempt:
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise NotReplayableError(f"{EVENTS_FILE} line {number} is not JSON") from exc
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    log = read_log(path)
+    for line in log.unreadable:
+        if line.why == "is not JSON":
+            raise NotReplayableError(f"{EVENTS_FILE} line {line.number} is not JSON")
+    return log.records
 
 
 def _prefix(value: Any, where: str) -> list[list[float]]:

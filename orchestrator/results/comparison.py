@@ -15,10 +15,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.audit.disclosure import disclosed_attempts
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
+from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.proportions import Interval, mcnemar_exact, wilson_interval
 from mailroom.orchestrator.results.reporter import (
     CaseCount,

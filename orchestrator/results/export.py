@@ -33,15 +33,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from mailroom.mailbox.action_layout import ACTION_DIMENSION, ACTION_LAYOUT
 from mailroom.mailbox.publish import fsync_directory
-from mailroom.orchestrator.audit.disclosure import disclosed_attempts
-from mailroom.orchestrator.campaign.manifest import manifest_errors
-from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.plans import parse_plan
+from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.manifest import manifest_errors
+from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.reporter import case_group
 from mailroom.orchestrator.sim.base import CONTROL_HZ

@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from mailroom.orchestrator.audit.disclosure import disclosed_attempts
-from mailroom.orchestrator.campaign.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.families.base import UnknownBenchmarkError
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import family
+from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import CorruptResult
+from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval

@@ -9,7 +9,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.pages import CSP
 from mailroom.orchestrator.viewer.site import build_site
 

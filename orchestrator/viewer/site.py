@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mailroom.mailbox.publish import publish_bytes
-from mailroom.orchestrator.campaign.run_directory import RunDirectory
-from mailroom.orchestrator.episode.evidence import make_private_dir
+from mailroom.orchestrator.records.private import make_private_dir
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.replay.diagnostics import read_diagnostics
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.campaign.run_directory import AttemptRecord, CorruptResult
+from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
+from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult
 from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS
 
@@ -80,20 +81,9 @@ class AttemptTimeline:
 
 
 def _read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            problems.append(f"{path.name} line {number} is not JSON: left out")
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-        else:
-            problems.append(f"{path.name} line {number} is not an object: left out")
-    return records
+    log = read_log(path)
+    problems.extend(f"{path.name} line {u.number} {u.why}: left out" for u in log.unreadable)
+    return log.records
 
 
 def _number(value: Any) -> float | None:

@@ -1,9 +1,5 @@
-"""The private run directory: its layout, its run-level event log, and what it holds.
-
-RUN/manifest.json          immutable identity of the run
-RUN/plan.json              the selection plan, byte for byte
-RUN/events.jsonl           run-level events (launches, resumes, audits, disclosures)
-RUN/episodes/<attempt>/    one directory per attempt; result.json is written last
+"""The private run directory: its manifest, its run-level event log, its attempts and
+their results, and the lock a launch or resume holds (where each file lies: `layout`).
 """
 
 from __future__ import annotations
@@ -19,13 +15,9 @@ from typing import Any
 
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.episode.evidence import (
-    DISCLOSING_EVENTS,
-    append_private_line,
-    event_line,
-    make_private_dir,
-)
-from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
+from mailroom.orchestrator.records.event_log import event_line, logged_disclosure, read_log
+from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths, split_attempt_id
+from mailroom.orchestrator.records.private import append_private_line, make_private_dir
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
 
@@ -53,12 +45,7 @@ class AttemptRecord:
     def actor_saw_anything(self) -> bool:
         """Whether an observation of this attempt may have reached its actor: such an
         attempt is never silently re-run."""
-        events = AttemptPaths(self.directory).events
-        if not events.exists():
-            return False
-        logged = events.read_bytes()
-        # The first publication is announced before it starts (mailbox transport).
-        return any(f'"{kind}"'.encode() in logged for kind in DISCLOSING_EVENTS)
+        return logged_disclosure(AttemptPaths(self.directory).events)
 
 
 def read_result(path: Path) -> EpisodeResult | CorruptResult:
@@ -77,13 +64,6 @@ def read_result(path: Path) -> EpisodeResult | CorruptResult:
         return EpisodeResult.model_validate(document)
     except ValidationError as exc:
         return CorruptResult(path, f"invalid: {exc.errors()[0]['msg']}")
-
-
-def split_attempt_id(attempt_id: str) -> tuple[str, int] | None:
-    case_id, sep, number = attempt_id.rpartition("-a")
-    if not sep or not number.isdigit():
-        return None
-    return case_id, int(number)
 
 
 class RunDirectory:
@@ -123,14 +103,8 @@ class RunDirectory:
         append_private_line(self.paths.events, line)
 
     def events(self) -> list[dict[str, Any]]:
-        path = self.paths.events
-        if not path.exists():
-            return []
-        out: list[dict[str, Any]] = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-        return out
+        """The run-level events that can be read (a damaged line is passed over)."""
+        return read_log(self.paths.events).records
 
     def attempts(self) -> list[AttemptRecord]:
         """Every attempt directory, in attempt order per case."""
