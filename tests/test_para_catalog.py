@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from mailroom.orchestrator.catalog.para import (
     declare_para_dir,
     load_para_catalog,
     para_catalog_sha256,
+    parse_para_catalog,
     pin_para_catalog,
     read_para_copy,
     render_para,
@@ -47,6 +49,8 @@ from mailroom.orchestrator.families.plans import build_plan, load_plan
 from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
 from mailroom.orchestrator.sim.para import resolve_para
 from para_copy import REVISION, make_para_copy, paraphrased
+from test_sandbox import _launcher as sandbox_launcher
+from test_sandbox import _run as run_sandboxed
 
 
 @pytest.fixture
@@ -135,7 +139,9 @@ def test_links_odd_names_empty_or_long_language_are_refused(
     assert refused["\\udcff.bddl"].startswith("its path is not letters")  # spelled out
     assert refused["huge.bddl"] == "larger than 1048576 bytes"
     assert len(found.entries) == 6
-    json.loads(render_para(found))  # the catalog of an odd copy still renders
+    # The catalog of an odd copy still renders, and reads back as it was, refusals and
+    # the undecodable name included.
+    assert parse_para_catalog(render_para(found)) == found
 
 
 def test_revision_files_are_bounded_plain_and_not_links(
@@ -212,9 +218,38 @@ def test_a_run_pins_its_kept_catalog_whatever_the_copy_does_later(
         check_declared_copy(load_para_catalog(), [0, 1])
 
 
-def test_the_declared_copy_is_private_to_actors(copy: tuple[Path, dict[str, str]]) -> None:
-    root, _ = copy
-    assert root.resolve() in evaluator_paths()
+def test_the_declared_copy_is_private_to_actors(mailbox_root: Path, tmp_path: Path) -> None:
+    """In the real sandbox: a copy under /usr, which every sandbox binds, is read by an
+    actor while it is not declared, and hidden from it once it is."""
+    root = Path("/usr/local/share") / f"mailroom-test-para-{uuid.uuid4().hex}"
+    paths = make_para_copy(root)
+    target = root / sorted(paths)[0]
+    script = (
+        f"t = {str(target)!r}\n"
+        "try:\n    seen = open(t).read()\n"
+        "except OSError as exc:\n    seen = exc.strerror\n"
+        "open('seen.txt', 'w').write(seen)\n"
+    )
+
+    def seen_by_an_actor(name: str) -> str:
+        (tmp_path / name).mkdir()
+        launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path / name)
+        endpoint, _, _, _ = run_sandboxed(launcher, mailbox_root, tmp_path / name)
+        return (endpoint.scratch / "seen.txt").read_text()
+
+    before = os.environ.pop(PARA_DIR_VARIABLE, None)
+    try:
+        pin_para_catalog(None)
+        assert seen_by_an_actor("undeclared") == target.read_text()
+        declare_para_dir(root)
+        assert root.resolve() in evaluator_paths()
+        assert seen_by_an_actor("declared") == "No such file or directory"
+    finally:
+        shutil.rmtree(root)
+        os.environ.pop(PARA_DIR_VARIABLE, None)
+        if before is not None:
+            os.environ[PARA_DIR_VARIABLE] = before
+        pin_para_catalog(None)
 
 
 def test_the_catalog_hash_pins_the_contents_not_the_place(
