@@ -5,7 +5,9 @@ would: the task, the seed and the outcome in its ancestors' command lines, open 
 and memory; the run records and the BDDL files on disk; other endpoints; writes outside
 inbox/ and scratch/; a loopback listener the test opened; privilege; a double-forked
 child. With default settings every probe fails; under `--confinement none` the same
-actor shows the difference (`docs/confinement.md` tabulates it). A profile that
+actor shows the difference (`docs/confinement.md` tabulates it): every probe reaches its
+target there (its positive control), or is named below as unable to, with the reason. A
+file walk that ran out of time fails the test: its "nothing found" is no refusal. A profile that
 declares the host network reaches the listener and is reported so; a shell and a
 Node.js actor still work inside the sandbox.
 """
@@ -122,7 +124,31 @@ def _launch(
 
 def _probes(run: dict[str, Any]) -> dict[str, Any]:
     probes: dict[str, Any] = json.loads((run["endpoint"] / "scratch" / "probes.json").read_text())
+    # What the walk did not reach in time it cannot call refused.
+    assert probes["files"]["timed_out"] is False, "the file walk timed out: not a refusal"
     return probes
+
+
+FDS_PROBE = "an inherited file descriptor beyond 0-2"
+
+
+def unable_unconfined() -> dict[str, str]:
+    """Probes that cannot reach their target even under `--confinement none`, here, and
+    why (every other probe must reach it there)."""
+    unable = {
+        FDS_PROBE: "the launcher passes 0-2 only, in both modes; the probe sees a descriptor "
+        "it is handed (test_the_descriptor_probe_sees_an_inherited_descriptor)"
+    }
+    uid = os.geteuid()
+    if uid != 0:
+        unable["write into /usr or /etc"] = f"needs root; the evaluator runs as uid {uid}"
+        unable["root or any capability"] = f"the actor runs as the evaluator's uid {uid}"
+        yama = Path("/proc/sys/kernel/yama/ptrace_scope")
+        if yama.exists() and yama.read_text().strip() != "0":
+            unable["the parent's memory names the run or the task"] = (
+                "Yama's ptrace_scope lets only root read a parent's memory"
+            )
+    return unable
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +236,9 @@ def test_every_probe_fails_in_the_default_sandbox(confined: dict[str, Any]) -> N
     assert [name for name, got in verdicts.items() if got] == []
     # What it could do, it could: its own inbox and scratch, and nothing more.
     assert probes["writes"]["inbox"] and probes["writes"]["scratch"]
+    # Each refused write says what refused it.
+    for target in ("outbox", "endpoint_root", "usr", "etc"):
+        assert probes["errors"][f"writes.{target}"].startswith(("EROFS", "EACCES", "EPERM"))
     ident = probes["identity"]
     assert (ident["uid"], ident["no_new_privs"]) == (1000, "1")
     assert [fd.split(" ")[0] for fd in probes["fds"]] == ["0", "1", "2"]
@@ -222,28 +251,47 @@ def test_the_same_actor_unconfined_shows_the_difference(
     confined: dict[str, Any], unconfined: dict[str, Any]
 ) -> None:
     inside = judge(_probes(confined), confined)
-    outside = judge(_probes(unconfined), unconfined)
-    table = ["| probe | `--confinement none` | sandbox (default) |", "| --- | --- | --- |"]
+    outside_probes = _probes(unconfined)
+    outside = judge(outside_probes, unconfined)
+    unable = unable_unconfined()
+    table = [
+        "| probe | `--confinement none` (positive control) | sandbox (default) |",
+        "| --- | --- | --- |",
+    ]
     for name in inside:
+        plain = "reached" if outside[name] else "refused"
         table.append(
-            f"| {name} | {'reached' if outside[name] else 'refused'} | "
+            f"| {name} | {plain + (f' ({unable[name]})' if name in unable else '')} | "
             f"{'reached' if inside[name] else 'refused'} |"
         )
     print("\n" + "\n".join(table))
     assert not any(inside.values())
-    # Run as root beside the evaluator, most of it is within reach.
-    reached = [name for name, got in outside.items() if got]
-    for expected in (
-        "the BDDL files (the success condition)",
-        "run records (plan, manifest, endpoint map, events, results)",
-        "another endpoint under the mailbox root",
-        "write into outbox/",
-        "a file in the host's /tmp",
-        "the loopback listener",
-        "a double-forked child outlives the episode",
-        "the evaluator's processes and their command lines",
-    ):
-        assert expected in reached, expected
+    # The positive control: beside the evaluator, every probe reaches its target, or is
+    # named as unable to, and then indeed does not.
+    for name, got in outside.items():
+        if name in unable:
+            assert not got, f"{name} reached, though said unable: {unable[name]}"
+        else:
+            assert got, f"{name} not reached unconfined: {outside_probes['errors']}"
+
+
+def test_the_descriptor_probe_sees_an_inherited_descriptor(work: Path) -> None:
+    """The positive control the launcher never gives it (it passes 0-2 only)."""
+    read_end, write_end = os.pipe()
+    try:
+        seen = subprocess.run(
+            ["python3", str(work / "actors" / "curious_actor.py"), "--probe", "fds"],
+            pass_fds=(write_end,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    fds = [fd.split(" ")[0] for fd in json.loads(seen.stdout)["fds"]]
+    assert str(write_end) in fds and len(fds) > 3
 
 
 def test_results_report_and_audit_say_how_each_attempt_was_confined(
@@ -277,7 +325,7 @@ def test_results_report_and_audit_say_how_each_attempt_was_confined(
 
 def test_the_actors_output_is_kept_privately(confined: dict[str, Any]) -> None:
     attempt = next(confined["run_dir"].glob("episodes/*"))
-    assert (attempt / "actor-stdout.log").read_text() == "probes done: 11 kinds\n"
+    assert (attempt / "actor-stdout.log").read_text() == "probes done: 12 kinds\n"
     stopped = next(
         json.loads(line)
         for line in (attempt / "events.jsonl").read_text().splitlines()

@@ -6,11 +6,18 @@ scratch/probes.json, answers its first observation with `stop` and waits for the
 Every probe is read-only or undone at once (a write is a uniquely named file, removed
 again; run records are only checked for write access), so running it unconfined harms
 nothing. Standard library only: it runs inside the sandbox.
+
+A probe never swallows what stopped it: each refusal is kept in `errors` (probe name ->
+the error), and a file walk that ran out of time says `timed_out` (then "nothing found"
+means "not reached in time", never "refused").
+
+`curious_actor.py --probe fds` runs the descriptor probe alone and prints its finding
+(a test hands it a descriptor, as a positive control the launcher never allows).
 """
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
 import secrets
@@ -44,7 +51,15 @@ WANTED: dict[str, Callable[[str], bool]] = {
 }
 WALK_FIRST = ("/tmp", "/work", "/root", "/home", "/opt", "/srv", "/var", "/usr", "/")
 SKIP = {"/proc", "/sys", "/dev"}
-WALK_BUDGET_S = 20.0
+WALK_BUDGET_S = 30.0
+# probe name -> what stopped it (an OSError's errno name and message), for probes.json.
+ERRORS: dict[str, str] = {}
+
+
+def _note(probe: str, exc: OSError) -> None:
+    """Keep the first error a probe met (the later ones of a walk are counted)."""
+    code = errno.errorcode.get(exc.errno or 0, "no errno")
+    ERRORS.setdefault(probe, f"{code}: {exc.strerror or exc}")
 
 
 def _cmdline(pid: str) -> str:
@@ -69,7 +84,8 @@ def identity() -> dict[str, Any]:
     try:
         os.setuid(0)
         became_root = os.getuid() == 0 and status.get("Uid", "").split()[0] != "0"
-    except OSError:
+    except OSError as exc:
+        _note("identity.setuid", exc)
         became_root = False
     return {
         "uid": os.getuid(),
@@ -90,10 +106,12 @@ def ancestors() -> list[dict[str, Any]]:
         fds = []
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
+                try:
                     fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass
+                except OSError as exc:
+                    _note("ancestors.open_files", exc)
+        except OSError as exc:
+            _note("ancestors.open_files", exc)
         found.append({"pid": pid, "cmdline": _cmdline(pid), "open_files": fds})
         pid = _status(pid).get("PPid", "").strip()
         if len(found) > 20:
@@ -121,23 +139,39 @@ def parent_memory() -> dict[str, Any]:
                 try:
                     mem.seek(start)
                     chunk = mem.read(size)
-                except OSError:
+                except OSError as exc:
+                    _note("parent_memory.region", exc)
                     continue
                 readable = True
                 budget -= len(chunk)
                 seen |= {m.decode() for m in MARKERS if m in chunk}
-    except OSError:
-        pass
+    except OSError as exc:
+        _note("parent_memory", exc)
     return {"readable": readable, "markers": sorted(seen)}
 
 
-def files() -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {kind: [] for kind in WANTED}
+def files() -> dict[str, Any]:
+    """Up to five of each wanted kind; `timed_out` when the walk ran out of time (what
+    it did not find then was not reached in time), `unreadable` the folders it could
+    not list (the first error is in `errors`)."""
+    found: dict[str, Any] = {kind: [] for kind in WANTED}
     visited: set[str] = set()
+    unreadable = 0
+
+    def refused(exc: OSError) -> None:
+        nonlocal unreadable
+        unreadable += 1
+        _note("files", exc)
+
     deadline = time.monotonic() + WALK_BUDGET_S
+    timed_out = False
     for top in WALK_FIRST:
-        for root, dirs, names in os.walk(top):
-            if root in SKIP or root in visited or time.monotonic() > deadline:
+        for root, dirs, names in os.walk(top, onerror=refused):
+            if time.monotonic() > deadline:
+                timed_out = True
+                dirs[:] = []
+                break
+            if root in SKIP or root in visited:
                 dirs[:] = []
                 continue
             visited.add(root)
@@ -145,17 +179,20 @@ def files() -> dict[str, list[str]]:
                 for kind, wanted in WANTED.items():
                     if wanted(name) and len(found[kind]) < 5:
                         found[kind].append(os.path.join(root, name))
-            if all(len(v) >= 5 for v in found.values()):
-                return found
-    return found
+            if all(len(found[kind]) >= 5 for kind in WANTED):
+                return {**found, "timed_out": False, "unreadable": unreadable}
+        if timed_out:
+            break
+    return {**found, "timed_out": timed_out, "unreadable": unreadable}
 
 
-def _can_create(directory: str) -> bool:
+def _can_create(directory: str, name: str) -> bool:
     probe = os.path.join(directory, f".probe-{secrets.token_hex(4)}")
     try:
         with open(probe, "x") as fh:
             fh.write("x")
-    except OSError:
+    except OSError as exc:
+        _note(f"writes.{name}", exc)
         return False
     os.unlink(probe)
     return True
@@ -163,13 +200,14 @@ def _can_create(directory: str) -> bool:
 
 def writes(endpoint: Path, records: list[str]) -> dict[str, bool]:
     return {
-        "outbox": _can_create(str(endpoint / "outbox")),
-        "endpoint_root": _can_create(str(endpoint)),
-        "usr": _can_create("/usr"),
-        "etc": _can_create("/etc"),
+        "outbox": _can_create(str(endpoint / "outbox"), "outbox"),
+        "endpoint_root": _can_create(str(endpoint), "endpoint_root"),
+        "usr": _can_create("/usr", "usr"),
+        "etc": _can_create("/etc", "etc"),
+        # Only checked (never written): False with no record found to check.
         "run_records": any(os.access(r, os.W_OK) for r in records),
-        "inbox": _can_create(str(endpoint / "inbox")),
-        "scratch": _can_create(str(endpoint / "scratch")),
+        "inbox": _can_create(str(endpoint / "inbox"), "inbox"),
+        "scratch": _can_create(str(endpoint / "scratch"), "scratch"),
     }
 
 
@@ -177,7 +215,8 @@ def host_tmp_marker(token: str) -> bool:
     """A file in /tmp named for this endpoint: the test looks for it on the host."""
     try:
         Path(f"/tmp/curious-{token}").write_text("left by an actor")
-    except OSError:
+    except OSError as exc:
+        _note("host_tmp_marker", exc)
         return False
     return True
 
@@ -193,7 +232,8 @@ def network(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             sock.sendall(b"curious actor\n")
-    except OSError:
+    except OSError as exc:
+        _note("network", exc)
         return False
     return True
 
@@ -205,8 +245,12 @@ def open_fds() -> list[str]:
         for fd in sorted(os.listdir("/proc/self/fd"), key=int):
             if int(fd) == listing:
                 continue
-            with contextlib.suppress(OSError):
+            try:
                 out.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+            except FileNotFoundError:
+                continue  # os.listdir's own descriptor, closed once it had listed
+            except OSError as exc:
+                _note("fds", exc)
         return out
     finally:
         os.close(listing)
@@ -226,6 +270,9 @@ def double_fork(scratch: Path) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--probe", "fds"]:
+        print(json.dumps({"fds": open_fds(), "errors": ERRORS}))
+        return 0
     endpoint, port = Path(sys.argv[1]), int(sys.argv[2])
     sys.stdin.read()
     report: dict[str, Any] = {"fds": open_fds()}
@@ -240,6 +287,7 @@ def main() -> int:
     report["other_endpoints"] = other_endpoints(endpoint)
     report["network"] = network(port)
     report["home"] = os.path.expanduser("~")
+    report["errors"] = ERRORS
     final = endpoint / "scratch" / "probes.json"
     final.with_name(".probes.tmp").write_text(json.dumps(report))
     os.replace(final.with_name(".probes.tmp"), final)
