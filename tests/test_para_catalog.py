@@ -40,7 +40,7 @@ from mailroom.orchestrator.catalog.para import (
     render_para,
 )
 from mailroom.orchestrator.catalog.plans import (
-    PLAN_SCHEMA_V2,
+    PLAN_SCHEMA_V3,
     PlanCatalogMismatchError,
     PlanOptionError,
     write_plan,
@@ -293,7 +293,7 @@ def test_lookups_need_a_declared_copy(copy: tuple[Path, dict[str, str]]) -> None
 
 def test_plans_select_by_cell_and_goal_task(copy: tuple[Path, dict[str, str]]) -> None:
     fast = build_plan("fast", suite="libero_para")
-    assert fast.schema_ == PLAN_SCHEMA_V2 and fast.benchmark == "libero_para"
+    assert fast.schema_ == PLAN_SCHEMA_V3 and fast.benchmark == "libero_para"
     assert fast.catalog_sha256 == para_catalog_sha256(load_para_catalog())
     picked = [load_para_catalog().entry(c.task_index) for c in fast.cases]
     assert [e.cell for e in picked] == ["action_synonym", "object_descriptive"]
@@ -374,7 +374,7 @@ def test_without_a_copy_nothing_changes() -> None:
     env_before = os.environ.get(PARA_DIR_VARIABLE)
     os.environ.pop(PARA_DIR_VARIABLE, None)
     try:
-        assert build_plan("development").schema_ == "mailroom.plan/v1"
+        assert build_plan("development").schema_ == "mailroom.plan/v3"
         assert build_plan("development").catalog_sha256 == catalog_sha256()
         listed = _run("catalog", "--json")
         assert listed.returncode == 0

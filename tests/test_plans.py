@@ -23,6 +23,7 @@ from mailroom.orchestrator.catalog.frozen import (
 )
 from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA,
+    PLAN_SCHEMA_V3,
     Plan,
     PlanCase,
     PlanCatalogMismatchError,
@@ -175,7 +176,7 @@ def test_a_tampered_plan_is_refused(tmp_path: Path) -> None:
 def test_load_refuses_malformed_and_foreign_plans(tmp_path: Path) -> None:
     base = build_plan("fast").document()
     extra = {**copy.deepcopy(base), "retry": True}
-    with pytest.raises(PlanInvalidError, match=r"not a mailroom\.plan/v1 document"):
+    with pytest.raises(PlanInvalidError, match=r"not a mailroom\.plan/v3 document"):
         load_plan(_write(tmp_path, extra, rehash=True))
     path = tmp_path / "dup.json"
     path.write_text('{"schema": "mailroom.plan/v1", "schema": "x"}', encoding="utf-8")
@@ -236,22 +237,42 @@ MUTATIONS: dict[str, Change] = {
 def test_schema_and_model_agree_on_valid_and_invalid_plans() -> None:
     for kind, suite in (("fast", None), ("all", None), ("canonical", "libero_goal_lan")):
         document = build_plan(kind, suite=suite).document()
-        assert schema_errors(PLAN_SCHEMA, document) == []
+        assert document["schema"] == PLAN_SCHEMA_V3
+        assert schema_errors(PLAN_SCHEMA_V3, document) == []
         assert Plan.model_validate(document).document() == document
     valid = build_plan("canonical", suite="libero_10").document()
     for name, change in MUTATIONS.items():
-        document = copy.deepcopy(valid)
-        change(document)
-        assert schema_errors(PLAN_SCHEMA, document), name
-        with pytest.raises(ValidationError):
-            Plan.model_validate(document)
+        for version in (PLAN_SCHEMA_V3, PLAN_SCHEMA):
+            document = as_version(copy.deepcopy(valid), version)
+            change(document)
+            # v3 names any registered family, so a case of another family is refused by
+            # the model (and the loader), not the schema.
+            if not (name == "benchmark mismatch" and version == PLAN_SCHEMA_V3):
+                assert schema_errors(version, document), (name, version)
+            with pytest.raises(ValidationError):
+                Plan.model_validate(document)
+
+
+def as_version(document: dict[str, Any], version: str) -> dict[str, Any]:
+    """A built plan as an earlier version wrote it (same content, its own hash)."""
+    document = {**document, "schema": version}
+    document["plan_sha256"] = content_sha256(document)
+    return document
+
+
+def test_a_version_1_plan_still_loads(tmp_path: Path) -> None:
+    for kind, suite in (("fast", None), ("canonical", "libero_goal_lan")):
+        older = as_version(build_plan(kind, suite=suite).document(), PLAN_SCHEMA)
+        assert schema_errors(PLAN_SCHEMA, older) == []
+        loaded = load_plan(_write(tmp_path, older, rehash=False))
+        assert loaded.schema_ == PLAN_SCHEMA and loaded.document() == older
 
 
 def test_a_repeated_case_is_refused_by_the_model_and_the_loader(tmp_path: Path) -> None:
     """The schema leaves uniqueness to loaders: uniqueItems is quadratic in the cases."""
     document = build_plan("development").document()
     document["cases"][1] = dict(document["cases"][0])
-    assert schema_errors(PLAN_SCHEMA, document) == []
+    assert schema_errors(PLAN_SCHEMA_V3, document) == []
     with pytest.raises(ValidationError, match="never repeats a case"):
         Plan.model_validate(document)
     with pytest.raises(PlanInvalidError, match="never repeats a case"):

@@ -21,6 +21,7 @@ from mailroom.orchestrator.catalog.frozen import (
 from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA,
     PLAN_SCHEMA_V2,
+    PLAN_SCHEMA_V3,
     Plan,
     PlanCatalogMismatchError,
     PlanHashMismatchError,
@@ -71,10 +72,18 @@ def _settings(plan: Plan) -> set[tuple[str, int, int, int]]:
     return {(c.benchmark, c.init_state_index, c.seed, c.task_order_index) for c in plan.cases}
 
 
+def as_version(document: dict[str, Any], version: str) -> dict[str, Any]:
+    """A built plan as an earlier version wrote it (same content, its own hash)."""
+    document = {**document, "schema": version}
+    document["plan_sha256"] = content_sha256(document)
+    return document
+
+
 def _is_plus_v2(plan: Plan) -> bool:
+    """A new LIBERO-Plus plan: version 3 (version 2 before it), on the Plus catalog."""
     return (
-        plan.schema_ == PLAN_SCHEMA_V2
-        and plan.document()["schema"] == "mailroom.plan/v2"
+        plan.schema_ == PLAN_SCHEMA_V3
+        and plan.document()["schema"] == "mailroom.plan/v3"
         and plan.benchmark == "libero_plus"
         and plan.catalog_sha256 == plus_catalog_sha256()
         and plan.catalog_sha256 != catalog_sha256()
@@ -191,13 +200,17 @@ def test_kinds_and_categories_outside_libero_plus_are_refused(
 
 @pytest.mark.parametrize(("kind", "suite"), list(V1_PLAN_HASHES))
 def test_version_1_plans_are_unchanged(kind: str, suite: str | None) -> None:
+    """A plan is written as version 3 now; labelled version 1 it is, byte for byte in
+    its content hash, the plan version 1 wrote, and it still loads."""
     plan = build_plan(kind, suite=suite)
-    document = plan.document()
+    assert plan.schema_ == PLAN_SCHEMA_V3
+    assert parse_plan(render_plan(plan)) == plan
+    document = as_version(plan.document(), PLAN_SCHEMA)
     assert document["schema"] == PLAN_SCHEMA == "mailroom.plan/v1"
-    assert plan.plan_sha256 == V1_PLAN_HASHES[(kind, suite)]
+    assert document["plan_sha256"] == V1_PLAN_HASHES[(kind, suite)]
     assert plan.catalog_sha256 == catalog_sha256()
     assert schema_errors(PLAN_SCHEMA, document) == []
-    assert parse_plan(render_plan(plan)) == plan
+    assert parse_plan(json.dumps(document).encode()).document() == document
 
 
 def test_the_v2_schema_is_draft_2020_12_with_the_model_fields() -> None:
@@ -212,10 +225,14 @@ def test_the_v2_schema_is_draft_2020_12_with_the_model_fields() -> None:
 
 
 def _valid_documents() -> list[dict[str, Any]]:
+    """LIBERO-Plus plans as version 2 wrote them."""
     return [
-        build_plan("fast", suite="libero_plus_goal").document(),
-        build_plan("task_coverage", suite="libero_plus_10", category="camera").document(),
-        build_plan("canonical", suite="libero_plus_object", category="background").document(),
+        as_version(plan.document(), PLAN_SCHEMA_V2)
+        for plan in (
+            build_plan("fast", suite="libero_plus_goal"),
+            build_plan("task_coverage", suite="libero_plus_10", category="camera"),
+            build_plan("canonical", suite="libero_plus_object", category="background"),
+        )
     ]
 
 
@@ -258,7 +275,7 @@ BOTH_REFUSE: dict[str, Change] = {
 
 
 def _mutated(change: Change) -> dict[str, Any]:
-    document = build_plan("fast", suite="libero_plus_goal").document()
+    document = as_version(build_plan("fast", suite="libero_plus_goal").document(), PLAN_SCHEMA_V2)
     change(document)
     return document
 
@@ -387,7 +404,7 @@ def test_cli_writes_a_category_plan(frozen: PlusCatalog, tmp_path: Path) -> None
     camera = frozen.suite_entries("libero_plus_goal", "camera")
     assert len(document["cases"]) == len(camera) == 408
     assert [c["task_index"] for c in document["cases"]] == [e.task_index for e in camera]
-    assert document["schema"] == PLAN_SCHEMA_V2 and document["benchmark"] == "libero_plus"
+    assert document["schema"] == PLAN_SCHEMA_V3 and document["benchmark"] == "libero_plus"
     assert document["catalog_sha256"] == plus_catalog_sha256()
     assert load_plan(out) == build_plan(
         "task_coverage", suite="libero_plus_goal", category="camera"

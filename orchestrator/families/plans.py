@@ -3,8 +3,8 @@
 A plan's cases come from the family that owns its suite (`BenchmarkFamily.select`); a
 loaded plan is checked against the family it names: registered, the catalog it was
 built against still installed, every case in that catalog. New plans are
-`mailroom.plan/v3` for a family without an earlier version; a v1 or v2 plan names the
-version its family's plans had before v3.
+`mailroom.plan/v3`; a v1 or v2 plan still loads, and names the version its family's plans
+had before v3.
 """
 
 from __future__ import annotations
@@ -73,9 +73,7 @@ def build_plan(
     chosen = family(DEFAULT_BENCHMARK) if suite is None else family_of_suite(suite)
     selection = chosen.select(checked, suite, task_ids, _checked_options(chosen, options))
     body: dict[str, Any] = {
-        # The built-in families still write the version their plans had before v3 (the
-        # golden signature and every reader know them); a new family writes v3.
-        "schema": chosen.legacy_plan_schema or PLAN_SCHEMA_V3,
+        "schema": PLAN_SCHEMA_V3,
         "kind": checked,
         "label": selection.label,
         "description": selection.description,
