@@ -51,7 +51,11 @@ from mailroom.orchestrator.records.layout import (
     AttemptPaths,
     RunPaths,
 )
-from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.records.run_directory import (
+    AttemptRecord,
+    RunDirectory,
+    not_a_run_directory,
+)
 from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import (
@@ -467,7 +471,7 @@ def scan_run(run_dir: Path) -> AuditVerdict:
     """Audit every attempt of the run at `run_dir`; nothing is written."""
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise NotARunDirectoryError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise NotARunDirectoryError(not_a_run_directory(run_dir))
     try:
         manifest = run.read_manifest()
         plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)

@@ -34,7 +34,8 @@ from mailroom.orchestrator.cli.options import (
     use_run_catalog,
 )
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
-from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.records.layout import AUDIT_FILE
+from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 from rich.markup import escape
 from rich.table import Table
 
@@ -46,7 +47,7 @@ INFORMATION_COLUMNS = 80  # the information table fits a terminal this narrow
 def _run(run_dir: Path) -> RunDirectory:
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise click.UsageError(not_a_run_directory(run_dir))
     return run
 
 
@@ -72,7 +73,7 @@ def _print_leaks(verdict: AuditVerdict, run: RunDirectory) -> None:
     console.print(table)
     hidden = len(verdict.leaks) - SHOWN_LEAKS
     if hidden > 0:
-        console.print(f"... and {hidden} more (all of them in audit.json)")
+        console.print(f"... and {hidden} more (all of them in {AUDIT_FILE})")
     affected = {leak.attempt_id for leak in verdict.leaks}
     undisclosed = affected - disclosed_attempts(run)
     console.print(
@@ -99,7 +100,7 @@ def _print_information(information: list[Information]) -> None:
     console.print(table, width=min(console.width, INFORMATION_COLUMNS))
     hidden = len(places) - SHOWN_INFORMATION
     if hidden > 0:
-        console.print(f"... and {hidden} more places (all of them in audit.json)")
+        console.print(f"... and {hidden} more places (all of them in {AUDIT_FILE})")
     affected = len({item.attempt_id for item in information})
     findings = "finding" if len(information) == 1 else "findings"
     of = "attempt" if affected == 1 else "attempts"

@@ -725,11 +725,11 @@ def resume(
     Workers, slots and the executor (with its Ray address) default to the run's last
     launch or resume."""
     from mailroom.orchestrator.campaign.launch import last_launch
-    from mailroom.orchestrator.records.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise click.UsageError(not_a_run_directory(run_dir))
     last = last_launch(run)
     executor = executor or last.executor
     if ray_address is not None and executor != "ray":

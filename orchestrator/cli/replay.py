@@ -86,13 +86,13 @@ def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -
     (what is missing). Exit codes: 0 every checked attempt reproduced; 1 some did not;
     2 usage error.
     """
-    from mailroom.orchestrator.records.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
     from mailroom.orchestrator.replay.campaign import Selection, replay_run
     from mailroom.orchestrator.replay.drift import version_drift
 
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise click.UsageError(not_a_run_directory(run_dir))
     use_run_catalog(run_dir)
     drift = version_drift(run.read_manifest())
     for name, (recorded, installed) in drift.items():

@@ -227,12 +227,12 @@ def report(run_dir: Path, diagnostics: bool, as_json: bool) -> None:
 def status(run_dir: Path, as_json: bool) -> None:
     """Where a run stands: selected, completed, errored, unattempted (in the report's
     words), and as a launch sees them: live now, queued for a slot, done."""
-    from mailroom.orchestrator.records.run_directory import RunDirectory
+    from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
     from mailroom.orchestrator.results.reporter import run_status
 
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise click.UsageError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise click.UsageError(not_a_run_directory(run_dir))
     state = run_status(run)
     if as_json:
         sys.stdout.write(json.dumps(state, indent=2) + "\n")

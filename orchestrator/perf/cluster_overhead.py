@@ -10,22 +10,22 @@ each attempt's first observation, and each finished attempt's evidence sent back
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.perf.throughput import cases_over_tasks, throughput_run
+from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
 
 
 def _first_publication_ms(run_dir: Path) -> list[float]:
     """Per attempt: from the announcement of its first observation to its publication
     (on a cluster, this holds the wait for the driver's record)."""
     gaps: list[float] = []
-    for log in sorted(run_dir.glob("episodes/*/events.jsonl")):
+    for folder in sorted(RunPaths(run_dir).episodes.iterdir()):
         announced = published = None
-        for line in log.read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
+        for event in read_log(AttemptPaths(folder).events).records:
             if event["event"] == "first_observation_publishing" and announced is None:
                 announced = float(event["t"])
             elif event["event"] == "observation_published" and published is None:

@@ -21,7 +21,6 @@ episodes live at once.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import time
@@ -40,6 +39,8 @@ from mailroom.orchestrator.campaign.coordinator import Executor
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import percentile
+from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
 
 TASKS = (0, 1, 2, 3)
 PROFILE = "scripted_diagnostic"
@@ -214,12 +215,11 @@ def _median(values: Sequence[float]) -> float | None:
 
 def _decision_field(run_dir: Path, name: str) -> list[float]:
     values: list[float] = []
-    for log in sorted(run_dir.glob("episodes/*/events.jsonl")):
-        for line in log.read_text(encoding="utf-8").splitlines():
-            if '"decision_served"' in line:
-                value = json.loads(line).get(name)
-                if isinstance(value, (int, float)):
-                    values.append(float(value))
+    for folder in sorted(RunPaths(run_dir).episodes.iterdir()):
+        for served in read_log(AttemptPaths(folder).events, kinds=("decision_served",)).records:
+            value = served.get(name)
+            if isinstance(value, (int, float)):
+                values.append(float(value))
     return values
 
 

@@ -16,12 +16,22 @@ from typing import Any
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.records.event_log import event_line, logged_disclosure, read_log
-from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths, split_attempt_id
+from mailroom.orchestrator.records.layout import (
+    MANIFEST_FILE,
+    AttemptPaths,
+    RunPaths,
+    split_attempt_id,
+)
 from mailroom.orchestrator.records.private import append_private_line, make_private_dir
 from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
 
 _PROC_LOCKS = Path("/proc/locks")
+
+
+def not_a_run_directory(root: Path) -> str:
+    """What a command says of a folder that holds no run."""
+    return f"{root} holds no {MANIFEST_FILE}: not a run directory"
 
 
 class RunLockedError(Exception):

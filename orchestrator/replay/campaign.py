@@ -13,7 +13,11 @@ from typing import Any
 
 from mailroom.orchestrator.catalog.kept import KeptCatalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
-from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
+from mailroom.orchestrator.records.run_directory import (
+    AttemptRecord,
+    RunDirectory,
+    not_a_run_directory,
+)
 from mailroom.orchestrator.replay.diagnostics import GoalTracker, write_diagnostics
 from mailroom.orchestrator.replay.drift import version_drift
 from mailroom.orchestrator.replay.recorded import (
@@ -119,7 +123,7 @@ def replay_run(
 ) -> ReplayReport:
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise FileNotFoundError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise FileNotFoundError(not_a_run_directory(run_dir))
     manifest = run.read_manifest()
     kept = pin_run_catalog(run_dir)
     records = selection.chosen(run.attempts())

@@ -18,7 +18,7 @@ from typing import Any
 from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
-from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 from mailroom.orchestrator.results.proportions import Interval, mcnemar_exact, wilson_interval
 from mailroom.orchestrator.results.reporter import (
     CaseCount,
@@ -144,7 +144,7 @@ class _Run:
     def __init__(self, root: Path) -> None:
         run = RunDirectory(root)
         if not run.exists():
-            raise FileNotFoundError(f"{root} holds no manifest.json: not a run directory")
+            raise FileNotFoundError(not_a_run_directory(root))
         self.manifest = run.read_manifest()
         self.plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
         # Each run's groups as its own kept catalog names them (pinned while it is read).

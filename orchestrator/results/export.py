@@ -41,7 +41,11 @@ from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.manifest import manifest_errors
-from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.records.run_directory import (
+    CorruptResult,
+    RunDirectory,
+    not_a_run_directory,
+)
 from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.reporter import case_group
 from mailroom.orchestrator.sim.base import CONTROL_HZ
@@ -470,7 +474,7 @@ def _episode_row(
 
 def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
     if not run.exists():
-        raise ExportError(f"{run.root} holds no manifest.json: not a run directory")
+        raise ExportError(not_a_run_directory(run.root))
     try:
         manifest = run.read_manifest()
     except (OSError, ValueError) as exc:

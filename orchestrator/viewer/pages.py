@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from mailroom.orchestrator.records.layout import ACTOR_OUTPUT_FILES
 from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.documents import EpisodeResult
@@ -324,9 +325,10 @@ def _step(step: Step) -> str:
             body += f'<p class="missing">no result in the account{esc(said)}</p>'
     elif step.kind == "result" and step.is_error:
         body += '<p class="warn">the agent reports an error</p>'
+    account = ACTOR_OUTPUT_FILES["stdout"]
     return (
         f'<div class="step step-{esc(step.kind)}"><p class="step-head">{esc(head)} '
-        f'<span class="line">(actor-stdout.log line {step.line})</span></p>{body}</div>'
+        f'<span class="line">({account} line {step.line})</span></p>{body}</div>'
     )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mailroom.mailbox.publish import publish_bytes
 from mailroom.orchestrator.records.private import make_private_dir
-from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 from mailroom.orchestrator.replay.diagnostics import read_diagnostics
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
@@ -93,7 +93,7 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     """Write (or bring up to date) the site of `run_dir` under `out`."""
     run = RunDirectory(run_dir)
     if not run.exists():
-        raise FileNotFoundError(f"{run_dir} holds no manifest.json: not a run directory")
+        raise FileNotFoundError(not_a_run_directory(run_dir))
     make_private_dir(out)
     live = run.in_use()
     report = build_report(run_dir)
