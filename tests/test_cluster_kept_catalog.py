@@ -27,7 +27,6 @@ from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.catalog.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import (
     PARA_DIR_VARIABLE,
     declare_para_dir,
@@ -37,6 +36,7 @@ from mailroom.orchestrator.catalog.para import (
 from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory

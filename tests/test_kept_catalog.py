@@ -21,7 +21,6 @@ from conftest import mailroom_exe
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.kept import KeptCatalogError, keep_run_catalog
 from mailroom.orchestrator.catalog.para import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
@@ -30,6 +29,7 @@ from mailroom.orchestrator.catalog.para import (
 )
 from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.kept import KeptCatalogError, keep_run_catalog
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.families.registry import catalog_entry
 from mailroom.orchestrator.records.run_directory import RunDirectory

@@ -24,7 +24,6 @@ from mailroom.orchestrator.catalog.frozen import (
     catalog_sha256,
     load_catalog,
 )
-from mailroom.orchestrator.catalog.kept import KeptCatalogError, pin_run_catalog
 from mailroom.orchestrator.catalog.para import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
@@ -45,6 +44,7 @@ from mailroom.orchestrator.catalog.plans import (
     PlanOptionError,
     write_plan,
 )
+from mailroom.orchestrator.families.kept import KeptCatalogError, pin_run_catalog
 from mailroom.orchestrator.families.plans import build_plan, load_plan
 from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
 from mailroom.orchestrator.sim.para import resolve_para

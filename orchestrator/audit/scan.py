@@ -42,6 +42,7 @@ from mailroom.orchestrator.audit.patterns import (
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
+from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import catalog_entry
 from mailroom.orchestrator.records.event_log import read_log
@@ -475,6 +476,7 @@ def scan_run(run_dir: Path) -> AuditVerdict:
     try:
         manifest = run.read_manifest()
         plan = parse_plan(run.plan_path.read_bytes(), check_catalog=False)
+        pin_run_catalog(run_dir)  # the run's cases as it ran them, whatever a copy holds
     except (OSError, ValueError, PlanError) as exc:
         raise AuditError(f"cannot read the run's manifest and plan: {exc}") from exc
     run_id = str(manifest.get("run_id") or run_dir.resolve().name)

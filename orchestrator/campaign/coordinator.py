@@ -30,8 +30,8 @@ from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.kept import KeptCatalog
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.families.kept import KeptCatalog
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import attempt_id_of
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
@@ -60,7 +60,7 @@ class LaunchConfig:
     # The version of the actor instructions the profile hands its actors.
     instructions: str = DEFAULT_INSTRUCTIONS
     # The catalog the run keeps (a LIBERO-Para copy's), as data: each worker pins it
-    # before it resolves a case, on whatever node it runs (catalog/kept.py).
+    # before it resolves a case, on whatever node it runs (families/kept.py).
     kept: KeptCatalog | None = None
 
 

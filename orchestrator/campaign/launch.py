@@ -29,10 +29,10 @@ from mailroom.orchestrator.campaign.coordinator import (
 )
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
-from mailroom.orchestrator.catalog.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.families.registry import simulator_factory
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory

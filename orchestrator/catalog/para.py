@@ -365,7 +365,7 @@ def declare_para_dir(directory: Path) -> None:
 
 
 # The catalog this process resolves LIBERO-Para cases against, when a run's kept catalog
-# was pinned (catalog/kept.py): handed to each worker inside its work, never inherited.
+# was pinned (families/kept.py): handed to each worker inside its work, never inherited.
 _PINNED: list[ParaCatalog] = []
 
 

@@ -90,10 +90,10 @@ def para_dir_option() -> Callable[[F], F]:
 def use_run_catalog(run_dir: Path) -> None:
     """A command reading a run uses the catalog the run kept (checked against its
     manifest), whatever a declared copy holds now: a published run is re-read, and
-    re-proved, without the data set (catalog/kept.py; the library calls pin it too,
+    re-proved, without the data set (families/kept.py; the library calls pin it too,
     this says a disagreeing file as a usage error before anything starts)."""
     from mailroom.orchestrator.catalog.frozen import CatalogError
-    from mailroom.orchestrator.catalog.kept import pin_run_catalog
+    from mailroom.orchestrator.families.kept import pin_run_catalog
 
     try:
         pin_run_catalog(run_dir)

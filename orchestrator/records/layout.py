@@ -4,7 +4,7 @@
     RUN/plan.json                      the selection plan, byte for byte
     RUN/events.jsonl                   run-level events (launches, resumes, audits, disclosures)
     RUN/audit.json                     the latest blinding audit's verdict
-    RUN/para_catalog.json              a kept catalog (its family names it: catalog/kept.py)
+    RUN/para_catalog.json              a kept catalog (its family names it: families/kept.py)
     RUN/.lock                          held by a launch or resume
     RUN/episodes/<attempt>/            one folder per attempt:
         endpoint.json                  its endpoint and case (written before anything is handed)

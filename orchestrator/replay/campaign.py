@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.catalog.kept import KeptCatalog, pin_run_catalog
 from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
+from mailroom.orchestrator.families.kept import KeptCatalog, pin_run_catalog
 from mailroom.orchestrator.records.run_directory import (
     AttemptRecord,
     RunDirectory,

@@ -35,8 +35,8 @@ from mailroom.mailbox.action_layout import ACTION_DIMENSION, ACTION_LAYOUT
 from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogError
-from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.catalog.plans import PlanError
+from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.kept import pin_run_catalog
 from mailroom.orchestrator.families.base import UnknownBenchmarkError
+from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts

@@ -4,7 +4,7 @@ The env is built from the installed Goal task's BDDL file, with its released sta
 the paraphrase's language is the instruction delivered (a Para entry carries the Goal
 task's files and hashes, and the paraphrase's own). The entry comes from the catalog this
 process resolves against: a run's kept catalog, handed to each worker inside its work
-(catalog/kept.py). The copy itself is never read here: a launch, resume or replay checks
+(families/kept.py). The copy itself is never read here: a launch, resume or replay checks
 its files against that catalog before any worker starts (`check_declared_copy`), and a
 worker on another node has no copy at all.
 """
