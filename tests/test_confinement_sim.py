@@ -302,7 +302,7 @@ def test_results_report_and_audit_say_how_each_attempt_was_confined(
         assert schema_errors("mailroom.episode_result/v4", result) == []
         assert result["confinement"] == {"mode": mode, "network": network}
         manifest = json.loads((run["run_dir"] / "manifest.json").read_text())
-        assert schema_errors("mailroom.run_manifest/v3", manifest) == []
+        assert schema_errors("mailroom.run_manifest/v4", manifest) == []
         assert manifest["confinement"]["mode"] == mode
     assert confined["report"]["overall"]["not_confined"] == 0
     assert unconfined["report"]["overall"]["not_confined"] == 1

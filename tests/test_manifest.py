@@ -9,11 +9,21 @@ import click
 import pytest
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import build_manifest
+from mailroom.orchestrator.campaign.manifest import (
+    ManifestConflictError,
+    as_recorded_by,
+    build_manifest,
+    check_compatible,
+)
 from mailroom.orchestrator.cli.launch import _settings_from, launch
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
-from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA
+from mailroom.orchestrator.families.registry import run_family_errors
+from mailroom.orchestrator.records.manifest import (
+    MANIFEST_SCHEMA,
+    MANIFEST_SCHEMA_V3,
+    manifest_errors,
+)
 
 
 def external_manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
@@ -80,3 +90,30 @@ def test_launch_declares_the_outbox_durability() -> None:
     assert _settings_from({**options, "outbox_durability": "durable"}).outbox_durability == (
         "durable"
     )
+
+
+def test_manifest_v4_names_the_family_and_its_adapter(tmp_path: Path) -> None:
+    manifest = external_manifest(tmp_path, RunSettings())
+    assert manifest["schema"] == MANIFEST_SCHEMA == "mailroom.run_manifest/v4"
+    assert manifest["protocol"]["benchmark"] == "libero"
+    assert manifest["protocol"]["adapter"] == "libero"
+    assert schema_errors(MANIFEST_SCHEMA, manifest) == []
+    assert run_family_errors(manifest) == []
+    # Plain names in the schema; the registry decides at load.
+    unknown = {**manifest, "protocol": {**manifest["protocol"], "benchmark": "libero_max"}}
+    assert schema_errors(MANIFEST_SCHEMA, unknown) == []
+    assert "no benchmark family 'libero_max'" in run_family_errors(unknown)[0]
+    wrong = {**manifest, "protocol": {**manifest["protocol"], "adapter": "mujoco"}}
+    assert "the libero family's adapter is 'libero'" in run_family_errors(wrong)[0]
+
+
+def test_a_v3_run_is_compared_in_its_own_version(tmp_path: Path) -> None:
+    """A run launched before v4 resumes: its manifest names no benchmark (its plan does)."""
+    proposed = external_manifest(tmp_path, RunSettings())
+    older = as_recorded_by(proposed, MANIFEST_SCHEMA_V3)
+    assert older["schema"] == MANIFEST_SCHEMA_V3 and "benchmark" not in older["protocol"]
+    assert schema_errors(MANIFEST_SCHEMA_V3, older) == []
+    assert manifest_errors(older) == [] and run_family_errors(older) == []
+    check_compatible(older, proposed)
+    with pytest.raises(ManifestConflictError):
+        check_compatible({**older, "protocol": {**older["protocol"], "cases": 9}}, proposed)

@@ -62,6 +62,9 @@ FROZEN = {
     "mailroom.run_manifest.v3.json": (
         "a33169c9e83195183cac5c2aad58350a21744e313e189408e3e748967a3e8de2"
     ),
+    "mailroom.run_manifest.v4.json": (
+        "1ed21631e278d354a9c2bc6877c9a6d6cc23d7b9462704f8f0569e934920e9e5"
+    ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))
 

@@ -29,7 +29,11 @@ from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.packages import recorded_packages
 from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
-from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA, MANIFEST_SCHEMA_V2
+from mailroom.orchestrator.records.manifest import (
+    MANIFEST_SCHEMA,
+    MANIFEST_SCHEMA_V2,
+    MANIFEST_SCHEMA_V3,
+)
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
 
@@ -133,6 +137,7 @@ def build_manifest(
             "mujoco_gl": os.environ.get("MUJOCO_GL", ""),
         },
         "protocol": {
+            "benchmark": benchmark,
             "adapter": family(benchmark).adapter,
             # The catalog of the plan's family (a run of a family that keeps its catalog
             # keeps these very bytes).
@@ -197,17 +202,23 @@ def build_manifest(
 
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
     """The manifest this code would write, in the version a run recorded its own, so a
-    resume compares like with like. A v2 run's is the same without
+    resume compares like with like. A v3 run's is the same without `protocol.benchmark`
+    (its plan, compared by hash, names the benchmark). A v2 run's is, besides, without
     `blinding.instructions_version` and `profile.programs`: its profile declaration (and
     `instructions_sha256`) fix the version and are compared; its programs' bytes were not
-    recorded. Any other version is left as
-    it is: a v1 run recorded no confinement, which cannot be left out of the comparison,
-    so a resume of one is refused as before."""
-    if schema != MANIFEST_SCHEMA_V2 or proposed.get("schema") != MANIFEST_SCHEMA:
+    recorded. Any other version is left as it is: a v1 run recorded no confinement, which
+    cannot be left out of the comparison, so a resume of one is refused as before."""
+    if schema not in (MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA_V3):
         return proposed
-    blinding = {k: v for k, v in proposed["blinding"].items() if k != "instructions_version"}
-    profile = {k: v for k, v in proposed["profile"].items() if k != "programs"}
-    return {**proposed, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding, "profile": profile}
+    if proposed.get("schema") != MANIFEST_SCHEMA:
+        return proposed
+    protocol = {k: v for k, v in proposed["protocol"].items() if k != "benchmark"}
+    older = {**proposed, "schema": MANIFEST_SCHEMA_V3, "protocol": protocol}
+    if schema == MANIFEST_SCHEMA_V3:
+        return older
+    blinding = {k: v for k, v in older["blinding"].items() if k != "instructions_version"}
+    profile = {k: v for k, v in older["profile"].items() if k != "programs"}
+    return {**older, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding, "profile": profile}
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:

@@ -6,10 +6,11 @@ any installed distribution may add more. An entry point names a `BenchmarkFamily
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import (
@@ -99,6 +100,25 @@ def reference_horizon(suite: str) -> ReferenceHorizon:
 def catalog_sha256_of(benchmark: str) -> str:
     """The hash of the catalog a benchmark's plans are built against."""
     return family(benchmark).catalog_sha256()
+
+
+def run_family_errors(manifest: Mapping[str, Any]) -> list[str]:
+    """What a run's manifest (v4 on) names that this registry does not know: its
+    benchmark unregistered, or an adapter other than its family's. A manifest before v4
+    names no benchmark (its plan does) and passes."""
+    protocol = manifest.get("protocol")
+    if not isinstance(protocol, Mapping) or "benchmark" not in protocol:
+        return []
+    try:
+        named = family(str(protocol["benchmark"]))
+    except UnknownBenchmarkError as exc:
+        return [str(exc)]
+    if protocol.get("adapter") != named.adapter:
+        return [
+            f"protocol.adapter is {protocol.get('adapter')!r}, "
+            f"the {named.name} family's adapter is {named.adapter!r}"
+        ]
+    return []
 
 
 def simulator_factory(benchmark: str | None = None) -> SimulatorFactory:

@@ -10,8 +10,10 @@ from mailroom.mailbox.schemas import schema_errors
 
 MANIFEST_SCHEMA_V1 = "mailroom.run_manifest/v1"
 MANIFEST_SCHEMA_V2 = "mailroom.run_manifest/v2"  # adds `confinement`
-MANIFEST_SCHEMA = "mailroom.run_manifest/v3"  # adds `blinding.instructions_version`
-MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA)
+MANIFEST_SCHEMA_V3 = "mailroom.run_manifest/v3"  # adds `blinding.instructions_version`
+# adds `protocol.benchmark`; `protocol.adapter` any registered family's adapter
+MANIFEST_SCHEMA = "mailroom.run_manifest/v4"
+MANIFEST_SCHEMAS = (MANIFEST_SCHEMA_V1, MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA_V3, MANIFEST_SCHEMA)
 # What every actor was handed before instructions had versions (before manifest v3).
 INSTRUCTIONS_BEFORE_VERSIONS = "v1"
 

@@ -38,6 +38,7 @@ from mailroom.orchestrator.catalog.frozen import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
+from mailroom.orchestrator.families.registry import run_family_errors
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.manifest import manifest_errors
@@ -479,7 +480,7 @@ def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
         manifest = run.read_manifest()
     except (OSError, ValueError) as exc:
         raise ExportError(f"cannot read {run.manifest_path}: {exc}") from exc
-    errors = manifest_errors(manifest)
+    errors = manifest_errors(manifest) + run_family_errors(manifest)
     if errors:
         raise ExportError(f"{run.manifest_path} does not match its schema: {errors[0]}")
     try:
