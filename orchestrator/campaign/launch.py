@@ -29,11 +29,10 @@ from mailroom.orchestrator.campaign.coordinator import (
 )
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
-from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
-from mailroom.orchestrator.families.registry import simulator_factory
+from mailroom.orchestrator.families.registry import family, simulator_factory
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory
 
@@ -177,9 +176,8 @@ def run_campaign(
         # workers get it inside their work (a Ray worker on another node has no copy).
         kept = pin_run_catalog(run.root)
         if kept is not None:
-            check_declared_copy(
-                load_para_catalog(),
-                (c.task_index for c in request.plan.cases if c.suite == PARA_SUITE),
+            family(request.plan.benchmark).check_local_copy(
+                c.task_index for c in request.plan.cases
             )
         planned = schedule(request.plan.to_cases(), run, rerun_errored=request.rerun_errored)
         for seen in planned.interrupted:

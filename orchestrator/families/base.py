@@ -11,7 +11,7 @@ catalog a run keeps, which simulator runs it and which packages it rests on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -20,6 +20,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import CatalogEntry, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import Selection
 from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+from rich.console import Console
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,29 @@ class BenchmarkFamily(Protocol):
     def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
         """From now on this process resolves the family's cases against `data`, a run's
         kept catalog, which must hash to `recorded_sha256` (else a `CatalogError`)."""
+        ...
+
+    def check_local_copy(self, task_indices: Iterable[int]) -> None:
+        """Where the family reads a local copy the user declared, each named entry's file
+        in it must still be what the pinned catalog recorded (a launch, resume or replay
+        checks before any worker starts; workers never read the copy). Nothing to check
+        for a family whose files are installed packages."""
+        ...
+
+    def show_catalog(
+        self,
+        console: Console,
+        write_json: Callable[[object], None],
+        suite: str | None,
+        options: Mapping[str, str],
+        *,
+        as_json: bool,
+        only_this_family: bool,
+    ) -> None:
+        """`mailroom catalog` for this family: its entries (one suite's with `suite`) as a
+        table on `console`, or as one JSON document through `write_json`. A family that
+        shares its catalog with another shows the whole catalog unless
+        `only_this_family`. Usage problems raise the catalog's typed errors."""
         ...
 
     # simulator side

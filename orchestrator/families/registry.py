@@ -149,17 +149,3 @@ def all_packages(selected: Iterable[BenchmarkFamily] | None = None) -> Packages:
 def private_paths() -> tuple[Path, ...]:
     """Every family's further private folders (declared local copies)."""
     return tuple(p for f in families().values() for p in f.private_paths())
-
-
-def pin_run_catalog(run_dir: Path, benchmark: str, recorded_sha256: str) -> bool:
-    """Pin this process to the catalog a run kept, if its family keeps one and the run
-    has it: True when pinned. The file must hash to what the run's manifest records."""
-    chosen = family(benchmark)
-    name = chosen.kept_catalog_file
-    if name is None:
-        return False
-    kept = run_dir / name
-    if not kept.is_file():
-        return False
-    chosen.pin_kept_catalog(kept.read_bytes(), recorded_sha256)
-    return True

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.catalog.para import PARA_SUITE, check_declared_copy, load_para_catalog
 from mailroom.orchestrator.families.kept import KeptCatalog, pin_run_catalog
+from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.run_directory import (
     AttemptRecord,
     RunDirectory,
@@ -141,9 +141,10 @@ def replay_run(
     # Attempts of one task one after another: a worker keeps its simulator's scene.
     runnable.sort(key=lambda pair: (_task_of(pair[1]), pair[0].case_id, pair[0].attempt))
     if kept is not None:  # a declared copy must still be the one the run pinned
-        check_declared_copy(
-            load_para_catalog(),
-            (r.result.case.task_index for _, r in runnable if r.result.case.suite == PARA_SUITE),
+        family(kept.benchmark).check_local_copy(
+            r.result.case.task_index
+            for _, r in runnable
+            if r.result.case.benchmark == kept.benchmark
         )
     if runnable:
         context = mp.get_context("spawn")
