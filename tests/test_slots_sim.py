@@ -6,22 +6,30 @@
   killed mid-run fails its episode only.
 - A launch killed with several live episodes records each as interrupted, and
   `resume` completes the run without re-running them.
+
+Episodes are held live at once by an event, not by a guess at how fast simulators
+build: each actor waits at a gate (tests/actors/gated_actor.py) that the test opens
+once every episode it needs has published its first observation.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
 from conftest import (
     actor_started_events,
     cli_plan,
+    copied_actor,
     kill_sandbox_user,
     launch_command,
     mailroom_exe,
@@ -74,6 +82,64 @@ def open_breaking(*, control_cap: int, proprio: bool) -> BreakingAdapter:
     return BreakingAdapter(control_cap=control_cap, proprio=proprio)
 
 
+class Gate:
+    """Opens the gate of every gated actor under `mailbox`, and of each endpoint made
+    there later, once `first_observations` attempts of `run_dir` have published their
+    first observation (`opened_by_event`), or when `open()` is called. After
+    OPEN_ANYWAY_S it opens regardless, so a run never hangs: the test then fails on
+    what it checks."""
+
+    OPEN_ANYWAY_S = 300.0
+
+    def __init__(self, run_dir: Path, mailbox: Path, first_observations: int | None = None):
+        self.run_dir, self.mailbox, self.wanted = run_dir, mailbox, first_observations
+        self.opened_by_event = False
+        self._open, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> Gate:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def open(self) -> None:
+        self._open.set()
+
+    def _first_observations(self) -> int:
+        count = 0
+        for log in self.run_dir.glob("episodes/*/events.jsonl"):
+            for line in log.read_text().splitlines():
+                with contextlib.suppress(ValueError):  # a line being written
+                    event = json.loads(line)
+                    count += event["event"] == "observation_published" and event["sequence"] == 1
+        return count
+
+    def _serve(self) -> None:
+        give_up = time.monotonic() + self.OPEN_ANYWAY_S
+        while not self._stop.is_set():
+            if not self._open.is_set():
+                if self.wanted is not None and self._first_observations() >= self.wanted:
+                    self.opened_by_event = True
+                    self._open.set()
+                elif time.monotonic() > give_up:
+                    self._open.set()
+            if self._open.is_set():
+                for scratch in self.mailbox.glob("*/scratch"):
+                    with contextlib.suppress(OSError):  # an endpoint being removed
+                        (scratch / "gate").touch(exist_ok=True)
+            self._stop.wait(0.1)
+
+
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copied_actor(tmp_path_factory.mktemp("actors"), "gated_actor.py")
+
+
 def _run(
     run_dir: Path,
     mailbox_root: Path,
@@ -82,17 +148,22 @@ def _run(
     think_s: float,
     cases: list[Case] = CASES,
     simulator: Any = None,
+    gated: Path | None = None,
 ) -> None:
+    """The cases in one worker; with `gated`, each actor waits at its gate first."""
     declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
     limits = ActorLimits.model_validate(declaration["limits"])
     confinement = ConfinementSettings(mode="sandbox")
     actor = ["{python}", ACTOR, "{endpoint}", "--chunks", "3", "--think", str(think_s)]
+    if gated is not None:  # gated_actor.py ENDPOINT PROGRAM ARG...
+        actor = ["{python}", str(gated), "{endpoint}", ACTOR, *actor[3:]]
     run_dir.mkdir(mode=0o700)
     config = LaunchConfig(
         run_dir=run_dir,
         mailbox_root=mailbox_root,
+        # Generous: a gated actor's first answer waits for the other episodes' builds.
         settings=RunSettings(
-            max_policy_calls=4, replan_interval=5, response_timeout_s=120.0, proprio=True
+            max_policy_calls=4, replan_interval=5, response_timeout_s=600.0, proprio=True
         ),
         record="minimal",
         launcher=profile_launcher(
@@ -150,10 +221,12 @@ def _all_live_at_once(run_dir: Path, cases: list[Case]) -> bool:
 
 
 def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
-    solo: Path, tmp_path: Path, module_mailbox_root: Path
+    solo: Path, tmp_path: Path, module_mailbox_root: Path, gated: Path
 ) -> None:
-    together = tmp_path / "together"
-    _run(together, module_mailbox_root, slots=4, think_s=6.0)
+    together, mailbox = tmp_path / "together", module_mailbox_root / "together"
+    with Gate(together, mailbox, first_observations=len(CASES)) as gate:
+        _run(together, mailbox, slots=4, think_s=0.0, gated=gated)
+    assert gate.opened_by_event, "the four episodes did not all publish a first observation"
     assert _all_live_at_once(together, CASES), "the four episodes were not live at once"
     for case in CASES:
         alone, among = _delivered(solo, case), _delivered(together, case)
@@ -165,13 +238,23 @@ def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
 
 
 def test_a_simulator_that_breaks_among_live_ones_leaves_their_bytes_alone(
-    solo: Path, tmp_path: Path, module_mailbox_root: Path
+    solo: Path, tmp_path: Path, module_mailbox_root: Path, gated: Path
 ) -> None:
     # The broken simulator is closed while four others are live on the same thread:
     # closing it must free its own renderer's objects, never another's.
-    run_dir = tmp_path / "breaking"
+    run_dir, mailbox = tmp_path / "breaking", module_mailbox_root / "breaking"
     cases = [BREAKING, *CASES]
-    _run(run_dir, module_mailbox_root, slots=5, think_s=6.0, cases=cases, simulator=open_breaking)
+    with Gate(run_dir, mailbox, first_observations=len(cases)) as gate:
+        _run(
+            run_dir,
+            mailbox,
+            slots=5,
+            think_s=6.0,
+            cases=cases,
+            simulator=open_breaking,
+            gated=gated,
+        )
+    assert gate.opened_by_event, "the five episodes did not all publish a first observation"
     broken = json.loads((run_dir / "episodes" / BREAKING.attempt_id(1) / "result.json").read_text())
     assert (broken["outcome"], broken["termination"]) == ("error", "infrastructure_error")
     assert broken["errors"][0]["code"] == "simulator_exception"
@@ -205,24 +288,29 @@ def _plan(tmp: Path) -> Path:
 
 
 def test_slots_run_the_development_plan_and_a_killed_actor_fails_its_episode_only(
-    tmp_path: Path, module_mailbox_root: Path
+    tmp_path: Path, module_mailbox_root: Path, gated: Path
 ) -> None:
     run_dir, mailbox = tmp_path / "run", module_mailbox_root / "dev"
-    actor = f"python3 {ACTOR} {{endpoint}} --chunks 2 --think 8"
+    actor = f"python3 {gated} {{endpoint}} {ACTOR} --chunks 2"
     command = launch_command(_plan(tmp_path), run_dir, mailbox, actor, "--slots", "4")
-    launch = subprocess.Popen(
-        [*command, "--max-policy-calls", "3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    started = _wait_for_actors(run_dir, 4, 300)
-    state = _status(run_dir)
-    # Four live (the fifth waits for a slot) until the first of them ends.
-    assert (state["live"], state["queued"], state["done"]) == (4, 1, 0), state
-    victim = started[1]
-    kill_sandbox_user(victim["confinement"]["outer_uid"])
-    _, err = launch.communicate(timeout=600)
+    with Gate(run_dir, mailbox) as gate:  # opened below, once the test has looked
+        launch = subprocess.Popen(
+            # Generous: the first actors wait at their gates while the others build.
+            [*command, "--max-policy-calls", "3", "--response-timeout", "600"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started = _wait_for_actors(run_dir, 4, 300)
+        # Four live (the fifth waits for a slot): none can end before its gate opens.
+        deadline = time.monotonic() + 120
+        while (state := _status(run_dir))["live"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (state["live"], state["queued"], state["done"]) == (4, 1, 0), state
+        victim = started[1]
+        kill_sandbox_user(victim["confinement"]["outer_uid"])
+        gate.open()
+        _, err = launch.communicate(timeout=600)
     assert launch.returncode == 0, err[-3000:]
     assert "live episodes: at most 4 (1 worker(s) x 4 slot(s))" in " ".join(err.split())
     results = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/result.json"))]
