@@ -1,0 +1,169 @@
+"""A benchmark family mailroom has never heard of, installed for real as its own
+distribution (`tests/toy_family`: a tiny catalog and a fake simulator, its own private
+names), registers through the `mailroom.benchmarks` entry-point group; then `mailroom
+catalog`, `plan`, `launch` (its sandboxed diagnostic actor), `report`, `audit`, `view`
+and `replay` run it with no edit to mailroom, and the audit flags its private names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, run_cli
+
+TOY = REPO / "tests" / "toy_family"
+TASK_NAMES = (
+    "TOYSHELF_SCENE7_stack_the_teal_cube_on_the_crate",
+    "TOYSHELF_SCENE7_put_the_plum_in_the_tray",
+)
+
+
+@pytest.fixture(scope="module")
+def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of a process that has the toy family installed (pip into a
+    folder of its own, on PYTHONPATH): nothing of it is in mailroom's checkout or venv."""
+    target = tmp_path_factory.mktemp("toy-site")
+    # Built from a copy: a build leaves its folders beside the sources.
+    source = shutil.copytree(TOY, tmp_path_factory.mktemp("toy-source") / "toy_family")
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
+            *("--target", str(target), str(source)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    assert (target / "mailroom_toy_family").is_dir()
+    assert any(target.glob("mailroom_toy_family-*.dist-info/entry_points.txt"))
+    return {**os.environ, "PYTHONPATH": str(target)}
+
+
+@pytest.fixture(scope="module")
+def toy_run(
+    toy_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path
+) -> Iterator[Path]:
+    work = tmp_path_factory.mktemp("toy-run")
+    plan = work / "plan.json"
+    made = run_cli(
+        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=toy_env
+    )
+    assert made.returncode == 0, made.stderr
+    run_dir = work / "run"
+    launched = subprocess.run(
+        [
+            *(str(Path(sys.executable).parent / "mailroom"), "launch", str(plan)),
+            *("--profile", "scripted_diagnostic", "--run-dir", str(run_dir)),
+            *("--mailbox-root", str(module_mailbox_root / "toy"), "--response-timeout", "60"),
+            *("--max-policy-calls", "4"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**toy_env, "COLUMNS": "200"},
+    )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    yield run_dir
+
+
+def test_the_toy_family_is_unknown_without_its_distribution() -> None:
+    proc = run_cli("catalog", "--benchmark", "toyworld")
+    assert proc.returncode == 2 and "Invalid value" in proc.stderr
+
+
+def test_catalog_and_plan_come_from_the_toy_family(toy_env: dict[str, str], tmp_path: Path) -> None:
+    shown = run_cli("catalog", "--benchmark", "toyworld", "--json", env=toy_env)
+    assert shown.returncode == 0, shown.stderr
+    assert [e["task_name"] for e in json.loads(shown.stdout)["entries"]] == list(TASK_NAMES)
+    plan = tmp_path / "plan.json"
+    made = run_cli(
+        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=toy_env
+    )
+    assert made.returncode == 0, made.stderr
+    document = json.loads(plan.read_text(encoding="utf-8"))
+    assert document["schema"] == "mailroom.plan/v3" and document["benchmark"] == "toyworld"
+    assert {c["benchmark"] for c in document["cases"]} == {"toyworld"}
+
+
+def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: Path) -> None:
+    manifest = json.loads((toy_run / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["schema"] == "mailroom.run_manifest/v4"
+    assert manifest["protocol"]["benchmark"] == "toyworld"
+    assert manifest["protocol"]["adapter"] == "toy_fake"
+    assert manifest["confinement"]["mode"] == "sandbox"
+    report = run_cli("report", str(toy_run), "--json", env=toy_env)
+    assert report.returncode == 0, report.stderr
+    document: dict[str, Any] = json.loads(report.stdout)
+    assert document["complete"] and document["suites"]["toyworld_shelf"]["success"] == 2
+    # Without the family installed, the run's manifest names a family this
+    # installation does not know: export refuses it.
+    export = run_cli("export", str(toy_run), "--out", str(toy_run.parent / "x.parquet"))
+    assert export.returncode != 0 and "no benchmark family 'toyworld'" in export.stderr
+
+
+def test_view_and_replay_the_toy_run(toy_env: dict[str, str], toy_run: Path) -> None:
+    site = toy_run.parent / "site"
+    viewed = run_cli("view", str(toy_run), "--out", str(site), env=toy_env)
+    assert viewed.returncode == 0, viewed.stderr
+    assert "toyworld_shelf" in (site / "index.html").read_text(encoding="utf-8")
+    replayed = run_cli("replay", str(toy_run), env=toy_env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "reproduced 2, diverged 0, not_replayable 0" in replayed.stdout + replayed.stderr
+
+
+def test_the_audit_flags_the_toy_familys_private_names(
+    toy_env: dict[str, str], toy_run: Path, module_mailbox_root: Path
+) -> None:
+    clean = run_cli("audit", str(toy_run), env=toy_env)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    endpoints = sorted((module_mailbox_root / "toy").iterdir())
+    endpoint = endpoints[0]
+    # What the evaluator hands (outbox/) names the family, a task and a scene file; what
+    # the actor writes itself names a task.
+    (endpoint / "outbox" / "extra.txt").write_text(
+        "a toyworld task: toyshelf_scene7_stack_the_teal_cube_on_the_crate.toyscene\n"
+        f"{TASK_NAMES[0]}\n",
+        encoding="utf-8",
+    )
+    (endpoint / "scratch" / "notes.txt").write_text(f"notes: {TASK_NAMES[1]}\n", encoding="utf-8")
+    try:
+        audited = run_cli("audit", str(toy_run), "--json", env=toy_env)
+        assert audited.returncode != 0
+        verdict = json.loads(audited.stdout)
+        found = {(f["identifier_kind"], f["source"]) for f in verdict["leaks"]}
+        assert {
+            ("benchmark", "handed"),
+            ("task_name", "handed"),
+            ("bddl_file", "handed"),
+            ("task_name", "actor_written"),
+        } <= found
+        assert not verdict["clean"]
+    finally:
+        (endpoint / "outbox" / "extra.txt").unlink()
+        (endpoint / "scratch" / "notes.txt").unlink()
+
+
+def test_the_sandbox_hides_the_toy_familys_package(toy_env: dict[str, str]) -> None:
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from mailroom.orchestrator.actors.sandbox import evaluator_paths\n"
+            "print('\\n'.join(str(p) for p in evaluator_paths()))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=toy_env,
+        check=True,
+    )
+    hidden = [Path(line) for line in probe.stdout.splitlines()]
+    assert any(p.name == "mailroom_toy_family" for p in hidden), hidden
