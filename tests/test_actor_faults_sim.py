@@ -5,6 +5,11 @@ the typed outcome, that nothing executed after the fault, and that no process th
 actor started is left running. Actors run in the sandbox (the default) unless a case
 tests the orchestrator's own defences against an unconfined actor (`none`), which an
 external actor also meets. One simulator is shared by the module.
+
+The response deadline runs from the first observation's publication, while the
+sandbox may still be starting: a case whose subject is not the deadline gets a
+generous one, and a case that must miss it gets a bound still far beyond any sandbox's
+start (a hanging actor must have started its child by then, which is checked).
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ from mailroom.orchestrator.sim.libero import LiberoAdapter
 pytestmark = pytest.mark.sim
 
 CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
-SETTINGS = RunSettings(max_policy_calls=4, replan_interval=5, response_timeout_s=4.0)
+SETTINGS = RunSettings(max_policy_calls=4, replan_interval=5, response_timeout_s=120.0)
+# For the cases that must miss the deadline: each takes this long.
+MISSED = SETTINGS.model_copy(update={"response_timeout_s": 15.0})
 
 
 @pytest.fixture(scope="module")
@@ -110,14 +117,16 @@ def _run(
         assert stopped["leftover_processes"] == 0
         assert leftover_processes(uid) == []
     else:
-        for pid_file in ("actor.pid", "child.pid"):
+        # Every fault actor writes its pid first; a hanging one its child's too.
+        pid_files = ["actor.pid"] + (["child.pid"] if mode == "hang_with_child" else [])
+        for pid_file in pid_files:
             path = endpoint / "scratch" / pid_file
-            if path.exists():
-                pid = int(path.read_text())
-                deadline = time.monotonic() + 10
-                while not _gone(pid) and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                assert _gone(pid), f"{pid_file} outlived its episode"
+            assert path.exists(), f"the actor never wrote {pid_file}"
+            pid = int(path.read_text())
+            deadline = time.monotonic() + 10
+            while not _gone(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _gone(pid), f"{pid_file} outlived its episode"
     return result, endpoint
 
 
@@ -154,7 +163,9 @@ def test_actor_crashing_mid_run_keeps_what_ran(
 def test_temp_file_never_renamed_is_never_read(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
-    result, endpoint = _run(adapter, tmp_path, mb, fault_actor, "temp_never_renamed")
+    result, endpoint = _run(
+        adapter, tmp_path, mb, fault_actor, "temp_never_renamed", settings=MISSED
+    )
     assert _error(result) == ("actor_timeout", "response_deadline_missed")
     assert result.counters.policy_calls == 0
     assert (endpoint / "inbox" / ".resp-1.json.tmp").exists()  # left alone, never claimed
@@ -165,7 +176,13 @@ def test_hanging_actor_and_its_children_are_ended(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str, confinement: ConfinementMode
 ) -> None:
     result, endpoint = _run(
-        adapter, tmp_path, mb, fault_actor, "hang_with_child", confinement=confinement
+        adapter,
+        tmp_path,
+        mb,
+        fault_actor,
+        "hang_with_child",
+        confinement=confinement,
+        settings=MISSED,
     )
     assert _error(result) == ("actor_timeout", "response_deadline_missed")
     assert (endpoint / "scratch" / "child.pid").exists()  # and _run proved it is gone
@@ -174,9 +191,7 @@ def test_hanging_actor_and_its_children_are_ended(
 def test_flooded_inbox_and_scratch_do_not_confuse_the_loop(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
-    # The deadline is not what this tests: a generous one, whatever the machine's load.
-    generous = SETTINGS.model_copy(update={"response_timeout_s": 120.0})
-    result, endpoint = _run(adapter, tmp_path, mb, fault_actor, "flood", settings=generous)
+    result, endpoint = _run(adapter, tmp_path, mb, fault_actor, "flood")
     assert result.outcome == "failure" and result.termination == "actor_stop"
     assert (result.counters.action_decisions, result.counters.stop_responses) == (1, 1)
     assert len(list((endpoint / "inbox").iterdir())) == 3000  # junk left, never claimed
