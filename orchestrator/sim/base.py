@@ -5,9 +5,9 @@ layout is the mailbox's, `mailroom.mailbox.action_layout`).
 
 The runner and the episode depend on `Simulator` only, and the coordinator's workers
 build theirs with a `SimulatorFactory` (LIBERO's unless told otherwise); `libero.py`
-implements it on the real LIBERO stack and `fake.py` without a simulator. A second
-benchmark is a new adapter module beside them, its entries in the catalog, and its
-factory given to the coordinator.
+implements it on the real LIBERO stack and `fake.py` without a simulator. A new
+benchmark is a family of the registry (`orchestrator/families/`, `docs/families.md`): its
+simulator factory is one of the things it declares.
 """
 
 from __future__ import annotations
