@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import copied_actor
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.sandbox import leftover_processes
@@ -32,7 +32,8 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import probe_video
-from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.records.confinement import ConfinementMode
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 pytestmark = pytest.mark.sim

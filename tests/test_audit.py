@@ -28,7 +28,7 @@ from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.process import render_command
 from mailroom.orchestrator.actors.profiles import profile_dir
@@ -57,9 +57,9 @@ from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import AUDIT_FILE
-from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.results.documents import (
+from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
     EpisodeResult,
@@ -68,6 +68,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation

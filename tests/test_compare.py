@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from conftest import mailroom_exe
 from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.records.result import Outcome
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.comparison import (
     PROTOCOL_SETTINGS,
     SettingsDifferError,
     compare_runs,
 )
-from mailroom.orchestrator.results.documents import Outcome
 from test_export import make_run, write_result
 
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.frozen import load_catalog
@@ -24,8 +24,8 @@ from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.families.plans import build_plan
-from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.results.documents import (
+from mailroom.orchestrator.records.confinement import ConfinementRecord
+from mailroom.orchestrator.records.result import (
     RESULT_SCHEMA,
     CaseRecord,
     Counters,
@@ -36,6 +36,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
+from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.export import StepsFileError, read_steps
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")

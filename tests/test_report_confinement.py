@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import confinement_of_run
 from mailroom.orchestrator.records.manifest import manifest_errors
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
-from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.export import export_parquet
 from mailroom.orchestrator.results.reporter import build_report
 from test_export import make_run, write_result

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import ActionLimits
-from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import write_response
+from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import STEPS_FILE
 from mailroom.orchestrator.results.export import read_steps
 from mailroom.orchestrator.sim.base import Capture

@@ -19,7 +19,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode, run_in_process_episode
 from mailroom.orchestrator.episode.settings import ConfigurationError, RunSettings
 from mailroom.orchestrator.families.registry import reference_horizon
-from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
 from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png

@@ -16,12 +16,11 @@ import pytest
 from mailroom.mailbox.messages import Closed, Observation, Response, from_json
 from mailroom.mailbox.parser import decode_document
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.audit.scan import AuditVerdict
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
-from mailroom.orchestrator.results.documents import (
+from mailroom.orchestrator.records.confinement import ConfinementRecord
+from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
     EpisodeResult,
@@ -29,6 +28,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
+from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from pydantic import BaseModel, ValidationError
 from test_mailbox_cases import CASES, DROP, REQUEST_ID, VECTOR, response, stop
 
@@ -412,7 +412,7 @@ RESULT_V1_INVALID = _mutated(
         "extra_field": _set("seed", 7),
     },
 )
-# Where orchestrator/results/documents.py does not mirror the frozen schema yet (see the reasons).
+# Where orchestrator/records/result.py does not mirror the frozen schema yet (see the reasons).
 RESULT_WIRE_CASES = _mutated(
     RESULT,
     {

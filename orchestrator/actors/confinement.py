@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
+from mailroom.orchestrator.records.confinement import (
+    ConfinementMode,
+    ConfinementRecord,
+    NetworkPolicy,
+)
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ConfinementMode = Literal["sandbox", "none", "external"]
-NetworkPolicy = Literal["none", "host"]
 # Names the actor's environment always has; a profile cannot redeclare them.
 BASE_ENVIRONMENT = ("PATH", "LANG", "HOME")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -102,6 +105,14 @@ class ConfinementSettings(BaseModel):
         sandbox = ["PWD"] if self.mode == "sandbox" else []
         return [*BASE_ENVIRONMENT, *sandbox, *self.pass_env]
 
+    def record(self) -> ConfinementRecord:
+        """What an attempt's result (and the run's manifest) says of this confinement:
+        an external actor's network is unknown, an unconfined one shares the host's."""
+        network: NetworkPolicy | None = None if self.mode == "external" else self.network
+        if self.mode == "none":
+            network = "host"  # an unconfined process shares everything
+        return ConfinementRecord(mode=self.mode, network=network)
+
 
 def resolve_confinement(
     *,
@@ -134,22 +145,6 @@ def resolve_confinement(
     )
 
 
-class ConfinementRecord(BaseModel):
-    """What one attempt's result says of its confinement (`episode_result/v2`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    mode: ConfinementMode
-    network: NetworkPolicy | None
-
-    @classmethod
-    def of(cls, settings: ConfinementSettings) -> ConfinementRecord:
-        network = None if settings.mode == "external" else settings.network
-        if settings.mode == "none":
-            network = "host"  # an unconfined process shares everything
-        return cls(mode=settings.mode, network=network)
-
-
 def settings_of_run(manifest: Mapping[str, Any]) -> ConfinementSettings:
     """A run's confinement from its manifest; for a v1 manifest (written before
     confinement existed) what it was: spawned actors ran unconfined."""
@@ -169,4 +164,4 @@ def settings_of_run(manifest: Mapping[str, Any]) -> ConfinementSettings:
 
 
 def confinement_of_run(manifest: Mapping[str, Any]) -> ConfinementRecord:
-    return ConfinementRecord.of(settings_of_run(manifest))
+    return settings_of_run(manifest).record()

@@ -52,12 +52,12 @@ from mailroom.orchestrator.records.layout import (
     AttemptPaths,
     RunPaths,
 )
+from mailroom.orchestrator.records.result import Timestamp
 from mailroom.orchestrator.records.run_directory import (
     AttemptRecord,
     RunDirectory,
     not_a_run_directory,
 )
-from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import (
     BaseModel,

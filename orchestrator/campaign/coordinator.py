@@ -34,8 +34,8 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import KeptCatalog
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import attempt_id_of
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
-from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import SimulatorFactory
 
 WORK_POLL_S = 0.5

@@ -21,8 +21,7 @@ from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths, split_attempt_id
 from mailroom.orchestrator.records.manifest import instructions_of_run
-from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory, read_result
-from mailroom.orchestrator.results.documents import (
+from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
     EpisodeResult,
@@ -31,6 +30,7 @@ from mailroom.orchestrator.results.documents import (
     TypedError,
     Usage,
 )
+from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory, read_result
 from mailroom.timestamps import utc_timestamp
 
 

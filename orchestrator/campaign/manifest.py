@@ -17,7 +17,7 @@ from mailroom import __version__
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.profiles import (
     AGENT_CLI_FOLDER,
@@ -179,7 +179,7 @@ def build_manifest(
             "tool": sandbox_tool.document()
             if confinement.mode == "sandbox" and sandbox_tool
             else None,
-            "network": ConfinementRecord.of(confinement).network,
+            "network": confinement.record().network,
             "read_only_paths": list(confinement.read_only_paths),
             "pass_env": list(confinement.pass_env),
             "unprivileged_outer_user": confinement.mode == "sandbox" and os.geteuid() == 0,

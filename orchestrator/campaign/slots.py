@@ -42,7 +42,7 @@ from mailroom.orchestrator.episode.blinded import blinded_episode
 from mailroom.orchestrator.episode.evidence import EventMirror
 from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
 from mailroom.orchestrator.families.registry import reference_horizon
-from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
 from mailroom.orchestrator.transport.base import PollableTransport, TimedOut
 

@@ -18,7 +18,6 @@ from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.actors.confinement import (
     ConfinementError,
-    ConfinementMode,
     ConfinementSettings,
     resolve_confinement,
     settings_of_run,
@@ -59,13 +58,10 @@ from mailroom.orchestrator.cli.options import (
     watch_mode_option,
 )
 from mailroom.orchestrator.cli.report import print_report
-from mailroom.orchestrator.episode.settings import (
-    BudgetMode,
-    InvalidActionHandling,
-    RecordMode,
-    RunSettings,
-)
+from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
+from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress

@@ -25,7 +25,7 @@ from mailroom.orchestrator.cli.options import (  # noqa: E402
     run_dir_option,
     watch_mode_option,
 )
-from mailroom.orchestrator.results.documents import EpisodeResult  # noqa: E402
+from mailroom.orchestrator.records.result import EpisodeResult  # noqa: E402
 
 
 def _new_run_dir(profile: str, label: str) -> Path:
@@ -107,7 +107,7 @@ def demo(
 ) -> None:
     """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
     simulator, answered by the built-in diagnostic actor in its own confined process."""
-    from mailroom.orchestrator.actors.confinement import ConfinementMode, ConfinementSettings
+    from mailroom.orchestrator.actors.confinement import ConfinementSettings
     from mailroom.orchestrator.campaign.manifest import build_manifest
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
     from mailroom.orchestrator.catalog.plans import render_plan
@@ -122,6 +122,7 @@ def demo(
     from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.families.plans import build_plan
     from mailroom.orchestrator.families.registry import reference_horizon
+    from mailroom.orchestrator.records.confinement import ConfinementMode
     from mailroom.orchestrator.records.run_directory import RunDirectory
     from mailroom.orchestrator.sim.libero import LiberoAdapter
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.inbox_hub import InboxHub
-from mailroom.orchestrator.actors.confinement import ConfinementRecord, ConfinementSettings
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -31,7 +31,7 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
-from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
 from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
@@ -91,7 +91,7 @@ def _prepare(
         init_state_index=case.init_state_index,
         seed=case.seed,
         reference_horizon=horizon,
-        confinement=ConfinementRecord.of(confinement),
+        confinement=confinement.record(),
         instructions_version=instructions,
     )
     evidence = EpisodeEvidence(RunPaths(run_dir).attempt(request.attempt_id).root, mirror)

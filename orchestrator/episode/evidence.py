@@ -21,7 +21,7 @@ from mailroom.orchestrator.records.private import (
     make_private_dir,
     open_private_log,
 )
-from mailroom.orchestrator.results.documents import EpisodeResult
+from mailroom.orchestrator.records.result import EpisodeResult
 
 
 class EventMirror(Protocol):

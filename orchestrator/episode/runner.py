@@ -18,11 +18,11 @@ from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 from mailroom.measures import CLOCK
-from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.results.documents import (
+from mailroom.orchestrator.records.confinement import ConfinementRecord
+from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
     EpisodeResult,

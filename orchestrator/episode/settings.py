@@ -6,10 +6,9 @@ from typing import Annotated, Literal
 
 from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.watcher import WatchMode
+from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-BudgetMode = Literal["horizon", "decisions"]
-InvalidActionHandling = Literal["terminal", "feedback"]
 RecordMode = Literal["full", "minimal"]
 MAX_CHUNK_LIMIT = 64  # the frozen response schema's maxItems
 

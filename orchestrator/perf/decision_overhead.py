@@ -40,12 +40,12 @@ from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
 from mailroom.mailbox.publish import OutboxDurability
 from mailroom.measures import CLOCK
-from mailroom.orchestrator.actors.confinement import ConfinementRecord
 from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import act_response, milliseconds, write_response
+from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator

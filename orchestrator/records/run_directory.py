@@ -23,7 +23,7 @@ from mailroom.orchestrator.records.layout import (
     split_attempt_id,
 )
 from mailroom.orchestrator.records.private import append_private_line, make_private_dir
-from mailroom.orchestrator.results.documents import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
+from mailroom.orchestrator.records.result import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
 from pydantic import ValidationError
 
 _PROC_LOCKS = Path("/proc/locks")

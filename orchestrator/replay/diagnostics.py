@@ -15,8 +15,8 @@ from typing import Literal
 from mailroom.mailbox.publish import publish_json
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.result import Timestamp
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.results.documents import Timestamp
 from mailroom.timestamps import utc_timestamp
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 

@@ -15,8 +15,8 @@ from typing import Any
 from mailroom.mailbox.action_layout import ACTION_DIMENSION
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import EVENTS_FILE, RESULT_FILE, AttemptPaths
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import CorruptResult, read_result
-from mailroom.orchestrator.results.documents import EpisodeResult
 
 
 class NotReplayableError(ValueError):

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.replay.diagnostics import GoalTracker
 from mailroom.orchestrator.replay.recorded import RecordedAttempt
-from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import Capture, EpisodeStart, GoalProbe, Simulator
 from mailroom.orchestrator.transport.png import encode_png
 from pydantic import BaseModel, ConfigDict

@@ -42,12 +42,12 @@ from mailroom.orchestrator.families.registry import run_family_errors
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.manifest import manifest_errors
+from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.records.run_directory import (
     CorruptResult,
     RunDirectory,
     not_a_run_directory,
 )
-from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.reporter import case_group
 from mailroom.orchestrator.sim.base import CONTROL_HZ
 

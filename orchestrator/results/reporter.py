@@ -32,8 +32,8 @@ from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory
-from mailroom.orchestrator.results.documents import SUMMED_COUNTERS, EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 

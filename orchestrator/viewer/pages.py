@@ -15,9 +15,9 @@ from html import escape
 from typing import Any
 
 from mailroom.orchestrator.records.layout import ACTOR_OUTPUT_FILES
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
-from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Report
 from mailroom.orchestrator.sim.base import CAMERAS

@@ -16,8 +16,8 @@ from typing import Any
 
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult
-from mailroom.orchestrator.results.documents import EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS
 
 # The most of an actor's text (a response, its output) a page shows.

@@ -15,12 +15,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Protocol
 
 from mailroom.mailbox.messages import WireComplete
-from mailroom.orchestrator.actors.confinement import ConfinementRecord
-from mailroom.orchestrator.episode.settings import BudgetMode, InvalidActionHandling
-from mailroom.orchestrator.sim.base import TaskIdentity
+from mailroom.orchestrator.records.confinement import ConfinementRecord
+from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -127,6 +126,28 @@ class TypedError(Strict):
     policy_call: Annotated[int, Field(ge=1)] | None
 
 
+class NamedTask(Protocol):
+    """What a result keeps of the task the simulator built: its names, its instruction
+    and its files' hashes (the simulator's `sim.base.TaskIdentity` has them)."""
+
+    @property
+    def benchmark(self) -> str: ...
+    @property
+    def suite(self) -> str: ...
+    @property
+    def task_index(self) -> int: ...
+    @property
+    def task_order_index(self) -> int: ...
+    @property
+    def task_name(self) -> str: ...
+    @property
+    def instruction(self) -> str: ...
+    @property
+    def bddl_sha256(self) -> str: ...
+    @property
+    def init_states_sha256(self) -> str: ...
+
+
 class CaseRecord(Strict):
     """The case as a result document names it: the `Case` plus the task's name,
     instruction and the hashes of the files and the state that were installed, so a
@@ -146,7 +167,7 @@ class CaseRecord(Strict):
 
     @classmethod
     def of(
-        cls, identity: TaskIdentity, *, init_state_index: int, seed: int, state_sha256: str
+        cls, identity: NamedTask, *, init_state_index: int, seed: int, state_sha256: str
     ) -> CaseRecord:
         """The one way a result names its case: the task's identity plus this attempt's
         initial state, seed and the hash of the state installed."""
