@@ -20,10 +20,12 @@ CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog
 CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
 CATALOG_RESOURCE = "libero_catalog.json"
 
-# The benchmarks whose entries the frozen catalogs hold (each a family of the registry,
-# `families/`): this catalog's two, LIBERO-Plus's own (`catalog.plus_frozen`), and
-# LIBERO-Para's, made from a local copy (`catalog.para`).
-Benchmark = Literal["libero", "libero_pro", "libero_plus", "libero_para"]
+# A benchmark family's name as entries, plans and cases carry it: any family the registry
+# (`families/`) knows, so a plain name here.
+BenchmarkName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+# The two families this catalog holds (LIBERO-Plus has its own, `catalog.plus_frozen`, and
+# LIBERO-Para's is made from a local copy, `catalog.para`).
+Benchmark = Literal["libero", "libero_pro"]
 BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
 InstructionSource = Literal[
     "task.language", "bddl.language_instruction", "task.language_without_perturbation"
@@ -62,7 +64,7 @@ class FrozenModel(BaseModel):
 
 
 class CatalogEntry(FrozenModel):
-    benchmark: Benchmark
+    benchmark: BenchmarkName
     suite: str
     base_suite: str
     task_index: Annotated[int, Field(ge=0)]
@@ -121,9 +123,10 @@ class Catalog(FrozenModel):
     @model_validator(mode="after")
     def _consistent(self) -> Catalog:
         seen: dict[str, list[int]] = {}
+        by_name: dict[str, Family] = {str(name): f for name, f in self.families.items()}
         for entry in self.entries:
             seen.setdefault(entry.suite, []).append(entry.task_index)
-            family = self.families.get(entry.benchmark)
+            family = by_name.get(entry.benchmark)
             if family is None or entry.suite not in family.suites:
                 raise ValueError(f"{entry.suite} is not listed in family {entry.benchmark}")
             if entry.base_suite not in self.reference_horizons:

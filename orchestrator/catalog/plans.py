@@ -18,10 +18,7 @@ from typing import Annotated, Any, Literal, cast, get_args
 from mailroom.hashing import hash_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import (
-    CatalogEntry,
-    FrozenModel,
-)
+from mailroom.orchestrator.catalog.frozen import BenchmarkName, CatalogEntry, FrozenModel
 from pydantic import Field, model_validator
 
 PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
@@ -70,9 +67,6 @@ class PlanCatalogMismatchError(PlanError):
 
 class PlanExistsError(PlanError, FileExistsError):
     """A different plan already exists at the target path."""
-
-
-BenchmarkName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
 
 
 class PlanCase(FrozenModel):

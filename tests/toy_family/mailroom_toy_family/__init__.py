@@ -46,7 +46,7 @@ def _entry(index: int) -> CatalogEntry:
     name, instruction = TASKS[index]
     return CatalogEntry.model_validate(
         {
-            "benchmark": "libero",  # replaced below: CatalogEntry's field names the built-ins
+            "benchmark": "toyworld",
             "suite": SUITE,
             "base_suite": SUITE,
             "task_index": index,
@@ -64,7 +64,7 @@ def _entry(index: int) -> CatalogEntry:
             "horizon": HORIZON,
             "horizon_source": "the toy family's own horizon",
         }
-    ).model_copy(update={"benchmark": "toyworld"})
+    )
 
 
 ENTRIES = tuple(_entry(i) for i in range(len(TASKS)))
