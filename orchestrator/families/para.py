@@ -44,6 +44,7 @@ from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNam
 from mailroom.orchestrator.families.libero import (
     LIBERO_NAMES,
     LIBERO_PACKAGES,
+    LiberoStates,
     libero_private_names,
     libero_reference_horizon,
 )
@@ -125,7 +126,7 @@ def open_para_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     return open_para(control_cap=control_cap, proprio=proprio)
 
 
-class ParaFamily:
+class ParaFamily(LiberoStates):
     name = "libero_para"
     title = "LIBERO-Para"
     adapter = "libero"
@@ -222,11 +223,6 @@ class ParaFamily:
         from mailroom.orchestrator.sim.para import resolve_para_task
 
         return resolve_para_task(task_index, task_order_index)
-
-    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
-        from mailroom.orchestrator.sim.libero import state_sha256
-
-        return state_sha256(identity, init_state_index)
 
 
 LIBERO_PARA = ParaFamily()

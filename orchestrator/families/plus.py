@@ -3,7 +3,7 @@ frozen catalog of their own (`liberoplus_catalog.json`), reported by perturbatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
@@ -24,10 +24,11 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     load_plus_catalog,
     plus_catalog_sha256,
 )
-from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
+from mailroom.orchestrator.families.base import KeepsNothing, Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.families.libero import (
     LIBERO_NAMES,
     LIBERO_PACKAGES,
+    LiberoStates,
     libero_private_names,
     libero_reference_horizon,
 )
@@ -123,7 +124,7 @@ def open_plus_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     return open_plus(control_cap=control_cap, proprio=proprio)
 
 
-class PlusFamily:
+class PlusFamily(LiberoStates, KeepsNothing):
     name = "libero_plus"
     title = "LIBERO-Plus"
     adapter = "libero"
@@ -131,7 +132,6 @@ class PlusFamily:
     public_names = LIBERO_NAMES
     plan_options = (PlanOption("category", "the perturbation category", tuple(PLUS_CATEGORIES)),)
     packages = PLUS_PACKAGES
-    kept_catalog_file: str | None = None
 
     def suites(self) -> Sequence[str]:
         return load_plus_catalog().suite_names()
@@ -176,18 +176,6 @@ class PlusFamily:
             names.file_names | {Path(entry.env_bddl_name).name},
         )
 
-    def private_paths(self) -> tuple[Path, ...]:
-        return ()
-
-    def kept_catalog(self) -> bytes | None:
-        return None
-
-    def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
-        raise CatalogError("a LIBERO-Plus run keeps no catalog of its own")
-
-    def check_local_copy(self, task_indices: Iterable[int]) -> None:
-        return None
-
     def show_catalog(
         self,
         console: Console,
@@ -209,11 +197,6 @@ class PlusFamily:
         from mailroom.orchestrator.sim.plus import resolve_plus_task
 
         return resolve_plus_task(suite, task_index, task_order_index)
-
-    def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
-        from mailroom.orchestrator.sim.libero import state_sha256
-
-        return state_sha256(identity, init_state_index)
 
 
 LIBERO_PLUS = PlusFamily()
