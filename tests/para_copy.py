@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.frozen import load_catalog
-from mailroom.orchestrator.sim.package_dirs import libero_package_dir
+from mailroom.orchestrator.packages.dirs import libero_package_dir
 
 REVISION = "d306f66f8b441cad1155b21a3f69e440079c81c9"
 LANGUAGE = re.compile(r"\(:language [^)]*\)")

@@ -18,6 +18,7 @@ import pytest
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.results.export import read_steps
 from mailroom.orchestrator.sim.base import (
     CAMERAS,
@@ -26,7 +27,6 @@ from mailroom.orchestrator.sim.base import (
     Capture,
     TaskIdentity,
 )
-from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.sim.libero import LiberoAdapter, resolve_task
 from mailroom.orchestrator.transport.png import decode_png
 from thread_actor import ThreadActor, act, thread_launcher

@@ -29,7 +29,6 @@ from mailroom.orchestrator.catalog.plus_frozen import (
 from mailroom.orchestrator.catalog.plus_runnable import (
     PlusPackageError,
     parse_task_name,
-    plus_package_root,
     plus_task_map,
 )
 from mailroom.orchestrator.families.registry import (
@@ -37,6 +36,7 @@ from mailroom.orchestrator.families.registry import (
     catalog_sha256_of,
     reference_horizon,
 )
+from mailroom.orchestrator.packages.dirs import plus_package_root
 from mailroom.orchestrator.sim import plus_assets
 from pydantic import ValidationError
 

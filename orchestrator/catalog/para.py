@@ -141,7 +141,7 @@ def _without_language(text: str) -> str:
 def _parse(path: Path) -> str:
     """The language LIBERO's parser reads from a BDDL file (the env's instruction);
     raises on a file the parser refuses."""
-    from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
+    from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 
     with simulator_chatter_to_stderr():
         from libero.libero.envs import bddl_utils
@@ -154,7 +154,7 @@ def _parse(path: Path) -> str:
 @cache
 def _goal_scenes() -> dict[str, tuple[int, str]]:
     """Each installed LIBERO-Goal task's BDDL without its language line."""
-    from mailroom.orchestrator.sim.package_dirs import libero_package_dir
+    from mailroom.orchestrator.packages.dirs import libero_package_dir
 
     root = libero_package_dir()
     scenes: dict[str, tuple[int, str]] = {}

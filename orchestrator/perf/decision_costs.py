@@ -20,11 +20,11 @@ import numpy as np
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
-from mailroom.orchestrator.sim.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png, encode_png
 

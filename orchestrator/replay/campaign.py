@@ -72,7 +72,7 @@ def _task_of(recorded: RecordedAttempt) -> tuple[str, int, int]:
 
 
 def _start_worker(kept: KeptCatalog | None) -> None:
-    from mailroom.orchestrator.sim.headless import configure_headless_rendering
+    from mailroom.orchestrator.packages.headless import configure_headless_rendering
 
     configure_headless_rendering()
     if kept is not None:

@@ -32,6 +32,11 @@ import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.frozen import load_catalog
+from mailroom.orchestrator.packages.dirs import libero_package_dir
+from mailroom.orchestrator.packages.headless import (
+    configure_headless_rendering,
+    simulator_chatter_to_stderr,
+)
 from mailroom.orchestrator.sim.base import (
     CAMERAS,
     IMAGE_SIZE,
@@ -45,13 +50,8 @@ from mailroom.orchestrator.sim.base import (
     SimulatorError,
     TaskIdentity,
 )
-from mailroom.orchestrator.sim.headless import (
-    configure_headless_rendering,
-    simulator_chatter_to_stderr,
-)
 from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.memory import drop_pages, trim_heap
-from mailroom.orchestrator.sim.package_dirs import libero_package_dir
 
 configure_headless_rendering()
 

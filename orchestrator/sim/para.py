@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mailroom.orchestrator.catalog.para import load_para_catalog
+from mailroom.orchestrator.packages.dirs import libero_package_dir
 from mailroom.orchestrator.sim.base import TaskIdentity
 from mailroom.orchestrator.sim.identity import checked_identity
-from mailroom.orchestrator.sim.package_dirs import libero_package_dir
 
 if TYPE_CHECKING:
     from mailroom.orchestrator.sim.libero import LiberoAdapter

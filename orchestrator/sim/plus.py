@@ -23,12 +23,12 @@ import numpy as np
 import numpy.typing as npt
 from mailroom.orchestrator.catalog.frozen import CatalogError, check_env_instruction
 from mailroom.orchestrator.catalog.plus_frozen import load_plus_catalog
-from mailroom.orchestrator.catalog.plus_runnable import plus_package_root
+from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.orchestrator.packages.plus_import import import_env_wrapper
+from mailroom.orchestrator.packages.plus_states import load_pruned_init
 from mailroom.orchestrator.sim.base import Image, Perturbation, TaskIdentity
 from mailroom.orchestrator.sim.identity import checked_identity
 from mailroom.orchestrator.sim.plus_noise import apply_noise
-from mailroom.orchestrator.sim.plus_package import import_env_wrapper
-from mailroom.orchestrator.sim.plus_states import load_pruned_init
 
 if TYPE_CHECKING:
     from mailroom.orchestrator.sim.libero import LiberoAdapter

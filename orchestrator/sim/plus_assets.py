@@ -17,7 +17,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mailroom.orchestrator.catalog.plus_runnable import PlusPackageError, plus_package_root
+from mailroom.orchestrator.catalog.plus_runnable import PlusPackageError
+from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.orchestrator.packages.errors import PackageError
 
 
 def pro_assets_dir() -> Path:
@@ -70,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem or f"{assets_link()} -> {pro_assets_dir()}", file=sys.stderr)
             return 0 if problem is None else 1
         link = make_link()
-    except PlusPackageError as exc:
+    except PackageError as exc:  # the package missing, or its assets link wrong
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"LIBERO-Plus assets: {link} -> {pro_assets_dir()}", file=sys.stderr)

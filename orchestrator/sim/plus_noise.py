@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from mailroom.orchestrator.packages.plus_import import import_env_wrapper
 from mailroom.orchestrator.sim.base import SimulatorError
-from mailroom.orchestrator.sim.plus_package import import_env_wrapper
 from PIL import Image as PILImage
 
 MAX_NOISE_LEVEL = 50

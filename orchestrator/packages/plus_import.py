@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-from mailroom.orchestrator.sim.headless import (
+from mailroom.orchestrator.packages.headless import (
     configure_headless_rendering,
     simulator_chatter_to_stderr,
 )

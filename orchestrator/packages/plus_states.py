@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.orchestrator.sim.base import SimulatorError
+from mailroom.orchestrator.packages.errors import PackageError
 
 MAX_MEMBER_BYTES: Final = 64 * 1024 * 1024
 
@@ -28,7 +28,7 @@ _MULTIARRAY: Final = "numpy._core.multiarray" if _NUMPY2 else "numpy.core.multia
 _numpy_reconstruct: Callable[..., Any] = importlib.import_module(_MULTIARRAY)._reconstruct
 
 
-class InitStatesError(SimulatorError):
+class InitStatesError(PackageError):
     """An initial-states file that cannot be trusted or read as a float64 state array."""
 
 
