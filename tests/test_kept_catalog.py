@@ -122,9 +122,7 @@ def test_report_view_export_and_compare_name_cells_by_the_kept_catalog(
 
     summary = export_parquet(run, tmp_path / "export")
     episodes = pq.read_table(summary.episodes_file).to_pylist()
-    assert [(e["case_id"], e["group"]) for e in episodes] == [
-        (cases[0].case_id, "action_synonym")
-    ]
+    assert [(e["case_id"], e["group"]) for e in episodes] == [(cases[0].case_id, "action_synonym")]
 
     comparison = compare_runs(run, run)
     assert set(comparison.groups) == expected
