@@ -233,7 +233,10 @@ class LiveEpisodes:
         assert waiting is not None
         transport = episode.transport
         try:
-            outcome = transport.poll_decision(waiting.delivery, waiting.limits)
+            # Judged by when a response arrived, not by when the worker looks: one that
+            # arrived after the deadline answers nothing (a timeout, however busy the
+            # worker was) and stays in the inbox, swept as late when the episode closes.
+            outcome = transport.poll_decision(waiting.delivery, waiting.limits, episode.deadline)
         except Exception as exc:  # raised inside the episode, where the runner types it
             self._step(episode, functools.partial(episode.steps.throw, exc))
             return

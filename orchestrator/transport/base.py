@@ -88,8 +88,11 @@ class Transport(Protocol):
 class PollableTransport(Transport, Protocol):
     """A transport that can also be asked without waiting (a worker's slots)."""
 
-    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
-        """The outcome if one is there now; None: nothing yet."""
+    def poll_decision(
+        self, delivery: Delivery, limits: ActionLimits, deadline: float | None = None
+    ) -> DecisionOutcome | None:
+        """The outcome if one is there now; None: nothing yet, or nothing that arrived by
+        `deadline` (monotonic: a response that came after it is late, whenever looked at)."""
         ...
 
     def unseen_since(self) -> float | None:
@@ -144,7 +147,9 @@ class ActorGuard:
     def recheck_interval(self) -> float:
         return min(self.inner.recheck_interval, self.slice_s)
 
-    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
+    def poll_decision(
+        self, delivery: Delivery, limits: ActionLimits, deadline: float | None = None
+    ) -> DecisionOutcome | None:
         """`await_decision` without waiting: the same checks, at most every `slice_s`,
         and the same last look (one slice) after the actor is seen dead."""
         now = time.monotonic()
@@ -158,7 +163,7 @@ class ActorGuard:
                 return failure
             if self._dead_at is None and not self.alive():
                 self._dead_at = now
-        outcome = self.inner.poll_decision(delivery, limits)
+        outcome = self.inner.poll_decision(delivery, limits, deadline)
         if outcome is not None:
             return outcome
         if self._dead_at is not None and now - self._dead_at >= self.slice_s:

@@ -138,6 +138,7 @@ class MailboxTransport:
             self.evidence.event("first_observation_publishing", request_id=delivery.request_id)
         # Images first: once obs-<n>.json is visible, everything it names is there.
         self._publish(delivery.sequence, [*images, (name, body)])
+        self.receiver.published_at = time.monotonic()
         # The actor may read the observation from here on: the decision cycle ends, and
         # what the actor does not need is done now, while it works: first the check that
         # the endpoint is still as created, then the event, so a crash leaves the
@@ -212,8 +213,12 @@ class MailboxTransport:
             return TimedOut(waited_s=received.waited_s)
         return self._decided(delivery, received)
 
-    def poll_decision(self, delivery: Delivery, limits: ActionLimits) -> DecisionOutcome | None:
-        received = self.receiver.try_receive(delivery.sequence, delivery.request_id, limits)
+    def poll_decision(
+        self, delivery: Delivery, limits: ActionLimits, deadline: float | None = None
+    ) -> DecisionOutcome | None:
+        received = self.receiver.try_receive(
+            delivery.sequence, delivery.request_id, limits, deadline
+        )
         self._record_fallback()
         return None if received is None else self._decided(delivery, received)
 
@@ -230,8 +235,9 @@ class MailboxTransport:
     def _decided(self, delivery: Delivery, received: Reception) -> DecisionOutcome:
         watcher = self.watcher
         served = watcher.found_monotonic
-        # An event names when the file arrived; a file found by a scan arrived when found.
-        arrived = watcher.arrival_of(self.endpoint.response_file(delivery.sequence).name)
+        # When the file judged arrived (an event's time, or for a file a scan found its
+        # status-change time): its wait until now is queueing delay, not actor latency.
+        arrived = received.arrived_at
         self._arrival = Arrival(served if arrived is None else min(arrived, served), served)
         CLOCK.mark("response_detected_at", watcher.found_at)
         CLOCK.mark("claim_parse", time.perf_counter() - watcher.found_at)
