@@ -14,6 +14,7 @@ test looks only once the moment it needs has passed, and waits for every event i
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -117,10 +118,14 @@ class Worker:
         return self.episode.waiting
 
 
-def _worker(tmp_path: Path) -> Iterator[Worker]:
-    settings = _settings(response_timeout_s=60.0)
+def _worker(
+    tmp_path: Path, response_timeout_s: float = 60.0, *, taken_up_late: bool = False
+) -> Iterator[Worker]:
+    """`taken_up_late`: the worker takes up the first wait only once its deadline has
+    passed (busy serving others while the starter thread published it)."""
+    settings = _settings(response_timeout_s)
     reports: list[tuple[Any, ...]] = []
-    config = SimpleNamespace(kept=None, settings=settings, slots=1)
+    config = SimpleNamespace(kept=None, settings=settings, slots=1, holding="dedicated")
     live = LiveEpisodes(config, FakeSimulator, reports.append, Admission(MemoryPolicy()))
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
@@ -130,7 +135,11 @@ def _worker(tmp_path: Path) -> Iterator[Worker]:
     episode = LiveEpisode(SimpleNamespace(case=CASE, attempt=1), steps, simulator, task_key(CASE))
     live.live.append(episode)
     published_by = time.monotonic()
-    live._after(episode, next(steps))  # obs-1 is published; the worker waits for resp-1
+    first = next(steps)  # obs-1 is published
+    assert isinstance(first, Awaiting)
+    if taken_up_late:
+        _past(first.published_at + response_timeout_s)
+    live._after(episode, first)  # the worker waits for resp-1
     try:
         yield Worker(live, episode, transport, endpoint, evidence, reports, published_by)
     finally:
@@ -301,3 +310,21 @@ def test_a_response_there_before_its_observation_dates_from_the_publication(
     finally:
         evidence.close()
         endpoint.held.close()
+
+
+def test_a_first_wait_taken_up_late_keeps_its_deadline_from_the_publication(
+    tmp_path: Path,
+) -> None:
+    """The deadline runs from the observation's publication, not from when a busy worker
+    takes up the wait: an answer that came after it is late."""
+    with contextlib.contextmanager(_worker)(tmp_path, 0.2, taken_up_late=True) as worker:
+        assert worker.episode.deadline == worker.waiting.published_at + 0.2
+        assert worker.episode.deadline < time.monotonic()
+        write_response(worker.endpoint.response_file(1), _body(worker.waiting.delivery.request_id))
+        assert _arrival_noted(worker.transport, "resp-1.json") > worker.episode.deadline
+        worker.live._serve()
+        assert worker.reports[-1][:4] == ("finished", "c-1", 1, "error")
+        worker.evidence.close()
+        events = _events(worker.evidence)
+        assert _finished(events) == ("error", "actor_timeout")
+        assert [e["name"] for e in events if e["event"] == "late_response"] == ["resp-1.json"]

@@ -269,7 +269,9 @@ class LiveEpisodes:
     def _wait(self, episode: LiveEpisode, waiting: Awaiting) -> None:
         now = time.monotonic()
         episode.waiting = waiting
-        episode.deadline = now + waiting.timeout_s
+        # From the publication, not from now: a first observation, published on the
+        # starter thread, may be taken up here only after other episodes were served.
+        episode.deadline = waiting.published_at + waiting.timeout_s
         episode.next_look = now + episode.transport.recheck_interval
 
     # --- starting and ending ------------------------------------------------------

@@ -213,12 +213,14 @@ def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
 @dataclass(frozen=True)
 class Awaiting:
     """Where an episode waits: the decision on `delivery`, from `transport`, within
-    `timeout_s`. Whoever drives the episode answers with the `DecisionOutcome`."""
+    `timeout_s` of its publication at `published_at` (monotonic). Whoever drives the
+    episode answers with the `DecisionOutcome`."""
 
     transport: Transport
     delivery: Delivery
     limits: ActionLimits
     timeout_s: float
+    published_at: float
 
 
 @dataclass(frozen=True)
@@ -422,7 +424,7 @@ class EpisodeRunner:
             timeout = self.settings.response_timeout_s
             if wall_left is not None:
                 timeout = min(timeout, wall_left)
-            answer = yield Awaiting(transport, delivery, terms.limits, timeout)
+            answer = yield Awaiting(transport, delivery, terms.limits, timeout, published)
             if answer is None:
                 raise TypeError("a wait for a decision was answered with nothing")
             decision: DecisionOutcome = answer
