@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -133,6 +134,25 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     return ids
 
 
+def _init_states(
+    _ctx: click.Context, _param: click.Parameter, value: str | None
+) -> list[int] | None:
+    """Syntax and sign here; repeats and each task's range in `build_plan`."""
+    if value is None:
+        return None
+    parts = [part.strip() for part in value.split(",")]
+    if any(re.fullmatch(r"-[0-9]+", part) for part in parts):
+        raise click.BadParameter(
+            f"{value!r} names a negative state: released initial states count from 0"
+        )
+    if not all(re.fullmatch(r"[0-9]+", part) for part in parts):
+        raise click.BadParameter(
+            f"{value!r} is not a comma-separated list of released initial state indices "
+            "(e.g. 0,1,2,3)"
+        )
+    return [int(part) for part in parts]
+
+
 @click.command("plan")
 @click.option("--kind", type=click.Choice(PLAN_KINDS), required=True, help="Which selection.")
 @click.option("--suite", default=None, help="The suite (fast, task_coverage, canonical).")
@@ -156,6 +176,14 @@ def _task_ids(_ctx: click.Context, _param: click.Parameter, value: str | None) -
     "for libero_para, LIBERO-Goal task indices).",
 )
 @click.option(
+    "--init-states",
+    callback=_init_states,
+    default=None,
+    help="task_coverage only: comma-separated released initial state indices, e.g. 0,1,2,3; "
+    "each selected task runs from each (every task from the lowest state first). "
+    "Default: state 0 alone.",
+)
+@click.option(
     "--out", type=click.Path(path_type=Path, dir_okay=False), required=True, help="Plan file."
 )
 @click.option("--force", is_flag=True, help="Replace a different plan already at --out.")
@@ -166,6 +194,7 @@ def plan(
     category: str | None,
     cell: str | None,
     task_ids: list[int] | None,
+    init_states: list[int] | None,
     out: Path,
     force: bool,
     as_json: bool,
@@ -173,9 +202,18 @@ def plan(
     """Write a selection plan: each case attempted once, never retried. `canonical` is the
     field's protocol (every task of a suite x its 50 fixed initial states, seed 7; for a
     LIBERO-Plus suite, every offline task once). `fast` on a LIBERO-Plus suite is one
-    offline task per category."""
+    offline task per category. `--init-states` makes a task_coverage plan run each task
+    from several released initial states, to plan and compare several episodes of one
+    task."""
     try:
-        built = build_plan(kind, suite=suite, task_ids=task_ids, category=category, cell=cell)
+        built = build_plan(
+            kind,
+            suite=suite,
+            task_ids=task_ids,
+            init_states=init_states,
+            category=category,
+            cell=cell,
+        )
         write_plan(built, out, overwrite=force)
     except (CatalogError, PlanError) as exc:
         raise click.UsageError(str(exc)) from exc

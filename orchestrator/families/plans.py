@@ -16,6 +16,7 @@ from typing import Any
 
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.plan_states import with_states
 from mailroom.orchestrator.catalog.plans import (
     MAX_PLAN_BYTES,
     PLAN_SCHEMA,
@@ -59,6 +60,8 @@ def build_plan(
     kind: str,
     suite: str | None = None,
     task_ids: Sequence[int] | None = None,
+    *,
+    init_states: Sequence[int] | None = None,
     **options: str | None,
 ) -> Plan:
     """Build a plan from the catalog of the family that owns `suite` (the default family
@@ -66,12 +69,25 @@ def build_plan(
     is `suite` (default libero_10) tasks `task_ids` (default 0,1) once, `development`
     LIBERO-10 tasks 0-4, `task_coverage` the given tasks once, `all` the 130 standard
     entries once, `canonical` every task x its 50 released initial states, seed 7.
+    `init_states` (task_coverage only) runs each selected task from each of those
+    released states instead of state 0 alone, for any family (`catalog.plan_states`).
     `options` are a family's own (a LIBERO-Plus `category`, a LIBERO-Para `cell`).
     Unknown suites and task indices raise the catalog's typed lookup errors.
     """
     checked = plan_kind(kind)
+    if init_states is not None and checked != "task_coverage":
+        raise PlanOptionError(
+            f"plan kind {checked!r} takes no init states: give them to a task_coverage plan"
+        )
     chosen = family(DEFAULT_BENCHMARK) if suite is None else family_of_suite(suite)
     selection = chosen.select(checked, suite, task_ids, _checked_options(chosen, options))
+    if init_states is not None:
+        selection = with_states(
+            selection,
+            init_states,
+            lambda case: chosen.entry(case.suite, case.task_index).n_init_states,
+            chosen.title,
+        )
     body: dict[str, Any] = {
         "schema": PLAN_SCHEMA_V3,
         "kind": checked,
@@ -84,7 +100,16 @@ def build_plan(
         "cases": [c.model_dump() for c in selection.cases],
     }
     body["plan_sha256"] = content_sha256(body)
-    return Plan.model_validate(body)
+    try:
+        return Plan.model_validate(body)
+    except ValidationError as exc:  # a selection too long to describe, say
+        raise PlanOptionError(f"the selection makes no valid plan: {_problems(exc)}") from exc
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'/'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
+    )
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -128,10 +153,7 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
     try:
         plan = Plan.model_validate(document)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'/'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
-        )
-        raise PlanInvalidError(f"not a {kind} document: {problems}") from exc
+        raise PlanInvalidError(f"not a {kind} document: {_problems(exc)}") from exc
     chosen = _family_of(plan)
     if check_catalog:
         _check_against_catalog(plan, chosen)
