@@ -37,6 +37,7 @@ from mailroom.orchestrator.records.layout import attempt_id_of
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory
+from mailroom.orchestrator.sim.parked import Holding
 
 WORK_POLL_S = 0.5
 
@@ -55,6 +56,10 @@ class LaunchConfig:
     simulator: SimulatorFactory | None = None
     # Live episodes per worker, and what memory their admission keeps free.
     slots: int = 1
+    # How a worker holds its episodes' simulators: "parked" (one serving simulator and
+    # one starter per task, the waiting episodes parked as values: `sim.parked`) or
+    # "dedicated" (a simulator per live episode).
+    holding: Holding = "parked"
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     workers: int = 1
     # The version of the actor instructions the profile hands its actors.

@@ -35,6 +35,7 @@ from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalo
 from mailroom.orchestrator.families.registry import family, simulator_factory
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory
+from mailroom.orchestrator.sim.parked import Holding
 
 SEEN_THEN_STOPPED = (
     "the orchestrator stopped during this attempt after the actor had been shown "
@@ -70,6 +71,9 @@ class CampaignRequest:
     # changes what an episode records: they are on the launch's event, not the manifest.
     slots: int = 1
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
+    # How each worker holds its simulators (`sim.parked`): on the launch's event; each
+    # result says how its own episode's simulator was held.
+    holding: Holding = "parked"
     # Where the work runs (this machine, or a Ray cluster): on the launch's event too.
     executor: Executor = field(default_factory=LocalExecutor)
     # The folder the profile was loaded from (a resume copies its programs from there).
@@ -83,6 +87,8 @@ class LastLaunch:
     slots: int = 1
     executor: str = "local"
     ray_address: str | None = None
+    # Launches before simulators were parked held one per live episode.
+    holding: Holding = "dedicated"
     profile_dir: Path | None = None
 
 
@@ -95,7 +101,9 @@ def last_launch(run: RunDirectory) -> LastLaunch:
             executor = event.get("executor", "local")
             address = event.get("ray_address")
             folder = event.get("profile_dir")
+            holding = event.get("holding")
             return LastLaunch(
+                holding="parked" if holding == "parked" else "dedicated",
                 slots=slots if isinstance(slots, int) and slots >= 1 else 1,
                 executor=executor if executor in ("local", "ray") else "local",
                 ray_address=address if isinstance(address, str) else None,
@@ -151,6 +159,7 @@ def run_campaign(
         manifest = _manifest(request, run)
         live = {
             "slots": request.slots,
+            "holding": request.holding,
             "memory_margin": request.memory.margin,
             "max_memory_mb": request.memory.max_memory_mb,
             **request.executor.describe(),
@@ -197,6 +206,7 @@ def run_campaign(
             limits=request.limits,
             simulator=request.simulator or simulator_factory(request.plan.benchmark),
             slots=request.slots,
+            holding=request.holding,
             memory=request.memory,
             instructions=declared_instructions(request.declaration),
             kept=kept,

@@ -44,6 +44,7 @@ from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
 from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
+from mailroom.orchestrator.sim.parked import ParkedEpisode, TaskHost
 from mailroom.orchestrator.transport.base import PollableTransport, TimedOut
 
 TaskKey = tuple[str, int, int]
@@ -60,12 +61,33 @@ def task_key(case: Any) -> TaskKey:
 
 @dataclass
 class SimulatorPool:
-    """A worker's simulators: idle ones by task, and how many exist."""
+    """A worker's simulators: idle ones by task, each task's host when episodes are
+    parked, and how many simulators exist."""
 
     open_simulator: SimulatorFactory
     proprio: bool
+    parking: bool = False
     idle: dict[TaskKey, list[Simulator]] = field(default_factory=dict)
+    hosts: dict[TaskKey, TaskHost] = field(default_factory=dict)
     count: int = 0
+
+    def host(self, task: TaskKey, control_cap: int) -> TaskHost:
+        """The task's host, made on first use (it builds its simulators when its
+        episodes start)."""
+        host = self.hosts.get(task)
+        if host is None:
+            host = TaskHost(functools.partial(self.build, control_cap), self.discard)
+            self.hosts[task] = host
+        return host
+
+    def close_empty_hosts(self, unless: set[TaskKey] | frozenset[TaskKey] = frozenset()) -> int:
+        """Close the simulators of hosts with no episode left (but those of `unless`)."""
+        closed = 0
+        for task, host in list(self.hosts.items()):
+            if task not in unless and not host.episodes:
+                closed += host.close_idle()
+                del self.hosts[task]
+        return closed
 
     def take_idle(self, task: TaskKey) -> Simulator | None:
         kept = self.idle.get(task)
@@ -98,6 +120,7 @@ class SimulatorPool:
         for kept in self.idle.values():
             while kept:
                 self.discard(kept.pop())
+        self.close_empty_hosts()
 
 
 @dataclass
@@ -157,7 +180,9 @@ class LiveEpisodes:
         self.slots = max(1, int(config.slots))
         self.report = report
         self.admission = admission
-        self.pool = SimulatorPool(open_simulator, config.settings.proprio)
+        self.pool = SimulatorPool(
+            open_simulator, config.settings.proprio, parking=config.holding == "parked"
+        )
         self.hub = InboxHub()
         self.live: list[LiveEpisode] = []
         self.pending: deque[Any] = deque()
@@ -293,6 +318,8 @@ class LiveEpisodes:
 
     def _simulator_for(self, item: Any) -> tuple[Simulator, bool] | None:
         task = task_key(item.case)
+        if self.pool.parking:
+            return self._parked_for(task, item)
         reused = self.pool.take_idle(task)
         if reused is not None:
             return reused, False
@@ -310,6 +337,19 @@ class LiveEpisodes:
         if not self.live:  # nothing live can free memory: one episode always runs
             return self.pool.build(self._control_cap(item)), True
         return None
+
+    def _parked_for(self, task: TaskKey, item: Any) -> tuple[Simulator, bool] | None:
+        """A parked episode of the task's host; when its start must build a simulator,
+        only if memory allows (hosts of tasks with no work here are closed first)."""
+        host = self.pool.host(task, self._control_cap(item))
+        if not host.needs_build:
+            return host.episode(), False
+        if not self._memory_allows():
+            waiting = {task_key(w.case) for w in self.pending} | {task}
+            self.pool.close_empty_hosts(unless=waiting)
+            if not self._memory_allows() and self.live:
+                return None  # memory is short: wait for a live episode to end
+        return host.episode(), True
 
     def _memory_allows(self) -> bool:
         try:
@@ -348,7 +388,10 @@ class LiveEpisodes:
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)
         self.starting = episode
-        self._to_start.put((episode, self.pool.count - 1 if built else None))
+        # The simulators before a build: a parked episode's start builds on the starter
+        # thread, a dedicated one's was built already.
+        before = self.pool.count - (0 if isinstance(simulator, ParkedEpisode) else 1)
+        self._to_start.put((episode, before if built else None))
 
     def _start_loop(self) -> None:
         """The starter thread: each episode up to its first wait, one at a time."""
@@ -418,7 +461,11 @@ class LiveEpisodes:
         closed if its state is unknown (it raised)."""
         self.live.remove(episode)
         broken = result is None or any(e.code == "simulator_exception" for e in result.errors)
-        if broken:
+        if isinstance(episode.simulator, ParkedEpisode):
+            episode.simulator.end(broken=broken)
+            if not self.pending and self.exhausted:
+                self.pool.close_empty_hosts()
+        elif broken:
             self.pool.discard(episode.simulator)
         else:
             self.pool.give_back(episode.task, episode.simulator)

@@ -62,6 +62,7 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
 from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
+from mailroom.orchestrator.sim.parked import Holding
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
@@ -244,6 +245,7 @@ def _execute(
     memory: MemoryPolicy | None = None,
     executor: str = "local",
     ray_address: str = "auto",
+    holding: Holding = "parked",
 ) -> None:
     from mailroom.orchestrator.campaign.launch import (
         CampaignRequest,
@@ -293,6 +295,7 @@ def _execute(
         confinement=confinement,
         rerun_errored=rerun_errored,
         slots=slots,
+        holding=holding,
         memory=memory or MemoryPolicy(),
         executor=chosen,
     )
@@ -470,6 +473,20 @@ def _slots_option(default: int | None) -> Callable[[F], F]:
     )
 
 
+def _simulators_option(default: str | None) -> Callable[[F], F]:
+    return click.option(
+        "--simulators",
+        "holding",
+        type=click.Choice(["parked", "dedicated"]),
+        default=default,
+        show_default=default is not None,
+        help="How a worker holds its simulators: parked (one serving simulator and one "
+        "starter per task; each waiting episode is parked as values, byte-identical to "
+        "running alone, or runs on a simulator of its own where it cannot be) or "
+        "dedicated (a simulator per live episode). Each result says which it had.",
+    )
+
+
 def _executor_options(default: str | None) -> Callable[[F], F]:
     def apply(function: F) -> F:
         function = click.option(
@@ -605,6 +622,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @_slots_option(1)
+@_simulators_option("parked")
 @_memory_option
 @_executor_options("local")
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
@@ -620,6 +638,7 @@ def launch(
     actor_paths: tuple[Path, ...],
     workers: int,
     slots: int,
+    holding: Holding,
     max_memory: str | None,
     executor: str,
     ray_address: str | None,
@@ -683,6 +702,7 @@ def launch(
             as_json=as_json,
             confinement=resolved,
             slots=slots,
+            holding=holding,
             memory=memory,
             executor=executor,
             ray_address=ray_address or "auto",
@@ -700,6 +720,7 @@ def launch(
 @mailbox_root_option()
 @click.option("--workers", type=click.IntRange(min=1), default=None)
 @_slots_option(None)
+@_simulators_option(None)
 @_memory_option
 @_executor_options(None)
 @para_dir_option()
@@ -710,6 +731,7 @@ def resume(
     mailbox_root: Path | None,
     workers: int | None,
     slots: int | None,
+    holding: Holding | None,
     max_memory: str | None,
     executor: str | None,
     ray_address: str | None,
@@ -750,6 +772,7 @@ def resume(
             as_json=as_json,
             confinement=settings_of_run(manifest),
             slots=slots or last.slots,
+            holding=holding or last.holding,
             memory=_memory_policy(max_memory),
             executor=executor,
             ray_address=ray_address or "auto",

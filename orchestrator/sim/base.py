@@ -32,6 +32,10 @@ class SimulatorError(RuntimeError):
     """A native simulator failure: always a terminal infrastructure error."""
 
 
+class NotParkableError(RuntimeError):
+    """An episode whose state a simulator cannot take out whole: it runs alone."""
+
+
 @dataclass(frozen=True)
 class Perturbation:
     """How a LIBERO-Plus task differs from its base task, as the adapter applies it.
@@ -145,6 +149,23 @@ class GoalProbe(Protocol):
         """Each goal predicate of the task (as its definition names it) and whether it
         holds in the current state."""
         ...
+
+
+@runtime_checkable
+class Parkable(Protocol):
+    """A simulator whose running episode can be taken out as values and put back, so
+    that many episodes of one task share it (`sim.parked`). What a parked episode is,
+    is the simulator's own business; it goes back only where `scene_key` is the same."""
+
+    @property
+    def scene_key(self) -> str: ...
+
+    def park(self, *, verify: bool = False) -> object:
+        """The running episode as values; with `verify`, checked whole (when it starts):
+        `NotParkableError` says it cannot be taken out."""
+        ...
+
+    def unpark(self, parked: object) -> None: ...
 
 
 class SimulatorFactory(Protocol):
