@@ -267,6 +267,7 @@ class RunBuilder:
             blinded=True,
             confinement=ConfinementRecord(mode="none", network="host"),
             instructions_version="v1",
+            simulator="dedicated",
             started_at="2000-01-01T00:00:00.000Z",
             finished_at="2000-01-01T00:00:01.000Z",
             wall_time_s=1.0,

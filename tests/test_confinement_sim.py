@@ -299,7 +299,7 @@ def test_results_report_and_audit_say_how_each_attempt_was_confined(
 ) -> None:
     for run, mode, network in ((confined, "sandbox", "none"), (unconfined, "none", "host")):
         result = run["result"]
-        assert schema_errors("mailroom.episode_result/v4", result) == []
+        assert schema_errors("mailroom.episode_result/v5", result) == []
         assert result["confinement"] == {"mode": mode, "network": network}
         manifest = json.loads((run["run_dir"] / "manifest.json").read_text())
         assert schema_errors("mailroom.run_manifest/v4", manifest) == []

@@ -43,7 +43,7 @@ def test_result_document_validates_and_counts_add_up(
     demo_run: tuple[dict[str, Any], Path, Path],
 ) -> None:
     doc, run_dir, _ = demo_run
-    assert schema_errors("mailroom.episode_result/v4", doc) == []
+    assert schema_errors("mailroom.episode_result/v5", doc) == []
     c = doc["counters"]
     assert c["settling_controls"] == 10
     assert (

@@ -130,6 +130,7 @@ def write_result(
         blinded=True,
         confinement=ConfinementRecord(mode="external", network=None),
         instructions_version="v1",
+        simulator="dedicated",
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",
         wall_time_s=60.0,

@@ -284,6 +284,7 @@ def _result() -> Doc:
         blinded=True,
         confinement=ConfinementRecord(mode="sandbox", network="none"),
         instructions_version="v2",
+        simulator="parked",
         started_at="2026-09-07T12:00:00.000Z",
         finished_at="2026-09-07T12:01:00.000Z",
         wall_time_s=60.0,
@@ -304,6 +305,8 @@ RESULT_VALID = [
             "external": _set("confinement", {"mode": "external", "network": None}),
             "instructions_v1": _set("instructions_version", "v1"),
             "instructions_v12": _set("instructions_version", "v12"),
+            "dedicated": _set("simulator", "dedicated"),
+            "never_started": _set("simulator", "none"),
         },
     ),
 ]
@@ -334,6 +337,12 @@ RESULT_INVALID = _mutated(
         "as_v1": _set("schema", "mailroom.episode_result/v1"),
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
         "as_v3": _set("schema", "mailroom.episode_result/v3"),
+        "as_v4": _set("schema", "mailroom.episode_result/v4"),
+        "no_simulator": _set("simulator", DELETE),
+        "null_simulator": _set("simulator", None),
+        "simulator_other": _set("simulator", "shared"),
+        "simulator_upper": _set("simulator", "Parked"),
+        "simulator_bool": _set("simulator", True),
         "no_instructions_version": _set("instructions_version", DELETE),
         "null_instructions_version": _set("instructions_version", None),
         "instructions_unversioned": _set("instructions_version", "2"),
@@ -352,7 +361,13 @@ RESULT_INVALID = _mutated(
 )
 
 
+def _v4(doc: Doc) -> None:
+    doc["schema"] = "mailroom.episode_result/v4"
+    del doc["simulator"]
+
+
 def _v3(doc: Doc) -> None:
+    _v4(doc)
     doc["schema"] = "mailroom.episode_result/v3"
     del doc["instructions_version"]
 
@@ -370,6 +385,20 @@ def _v1(doc: Doc) -> None:
     del doc["confinement"]
 
 
+# Results written before the simulator's holding was recorded: the same model reads them.
+RESULT_V4 = _mutated(RESULT, {"v4": _v4})[0][1]
+RESULT_V4_VALID = [("base", RESULT_V4)]
+RESULT_V4_INVALID = _mutated(
+    RESULT_V4,
+    {
+        "with_simulator": _set("simulator", "parked"),
+        "null_simulator": _set("simulator", None),
+        "as_v5": _set("schema", "mailroom.episode_result/v5"),
+        "no_instructions_version": _set("instructions_version", DELETE),
+    },
+)
+
+
 # Results written before the instructions version was recorded: the same model reads them.
 RESULT_V3 = _mutated(RESULT, {"v3": _v3})[0][1]
 RESULT_V3_VALID = [("base", RESULT_V3)]
@@ -378,6 +407,7 @@ RESULT_V3_INVALID = _mutated(
     {
         "with_instructions_version": _set("instructions_version", "v1"),
         "null_instructions_version": _set("instructions_version", None),
+        "with_simulator": _set("simulator", "dedicated"),
         "as_v4": _set("schema", "mailroom.episode_result/v4"),
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
         "no_queue_delay": _set("queue_delay", DELETE),
@@ -595,7 +625,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v4", EpisodeResult),
+    "result": ("mailroom.episode_result/v5", EpisodeResult),
+    "result_v4": ("mailroom.episode_result/v4", EpisodeResult),
     "result_v3": ("mailroom.episode_result/v3", EpisodeResult),
     "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
     "result_v1": ("mailroom.episode_result/v1", EpisodeResult),
@@ -610,6 +641,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("result", RESULT_VALID, RESULT_INVALID),
+        ("result_v4", RESULT_V4_VALID, RESULT_V4_INVALID),
         ("result_v3", RESULT_V3_VALID, RESULT_V3_INVALID),
         ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
         ("result_v1", RESULT_V1_VALID, RESULT_V1_INVALID),
@@ -640,7 +672,9 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
 
 
 @pytest.mark.parametrize(
-    "doc", [RESULT, RESULT_V3, RESULT_V2, RESULT_V1], ids=["v4", "v3", "v2", "v1"]
+    "doc",
+    [RESULT, RESULT_V4, RESULT_V3, RESULT_V2, RESULT_V1],
+    ids=["v5", "v4", "v3", "v2", "v1"],
 )
 def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> None:
     """A version's later fields are never added on the way out, nor its own dropped."""
@@ -651,4 +685,4 @@ def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> No
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v4", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v5", EpisodeResult, doc) == (False, False)

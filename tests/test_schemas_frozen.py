@@ -44,6 +44,9 @@ FROZEN = {
     "mailroom.episode_result.v4.json": (
         "000a09e55d1d77dd279384a5e3742aa683c3b8c973eb1a9d4115447cf19303d0"
     ),
+    "mailroom.episode_result.v5.json": (
+        "281c2ea76c30e4a8f43af09f578e64b618b07019796ef859e4e78e491e161451"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),

@@ -44,6 +44,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import ControlOutcome, SimulatorError, TaskIdentity
 from mailroom.orchestrator.sim.libero import LiberoAdapter
+from mailroom.orchestrator.sim.parked import Holding
 
 pytestmark = pytest.mark.sim
 
@@ -149,6 +150,7 @@ def _run(
     cases: list[Case] = CASES,
     simulator: Any = None,
     gated: Path | None = None,
+    holding: Holding = "parked",
 ) -> None:
     """The cases in one worker; with `gated`, each actor waits at its gate first."""
     declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
@@ -176,6 +178,7 @@ def _run(
         ),
         limits=limits,
         slots=slots,
+        holding=holding,
         simulator=simulator,
     )
     outcome = run_work(config, [Work(case, 1) for case in cases], 1, lambda *_: None)
@@ -203,10 +206,18 @@ def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def solo(tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path) -> Path:
-    """Each of CASES alone, one after the other, in one worker."""
+    """Each of CASES alone, one after the other, in one worker, each on a simulator of
+    its own."""
     run_dir = tmp_path_factory.mktemp("solo") / "run"
-    _run(run_dir, module_mailbox_root, slots=1, think_s=0.0)
+    _run(run_dir, module_mailbox_root, slots=1, think_s=0.0, holding="dedicated")
+    assert {_holding(run_dir, case) for case in CASES} == {"dedicated"}
     return run_dir
+
+
+def _holding(run_dir: Path, case: Case) -> str:
+    result = json.loads((run_dir / "episodes" / case.attempt_id(1) / "result.json").read_text())
+    holding: str = result["simulator"]
+    return holding
 
 
 def _first_and_end(run_dir: Path, case: Case) -> tuple[float, float]:
@@ -232,6 +243,19 @@ def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
         alone, among = _delivered(solo, case), _delivered(together, case)
         assert len(alone["images"]) == 4 and alone["steps"]
         assert among == alone, case.case_id
+        # Two episodes of each task shared its serving simulator, parked in turn.
+        assert _holding(together, case) == "parked", case.case_id
+    # The parked run replays on simulators of its own, control by control.
+    replayed = subprocess.run(
+        [mailroom_exe(), "replay", str(together), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    verdicts = json.loads(replayed.stdout)["verdicts"]
+    assert sorted(v["attempt_id"] for v in verdicts) == sorted(c.attempt_id(1) for c in CASES)
+    assert {v["verdict"] for v in verdicts} == {"reproduced"}, verdicts
     # Each delivered image is a real render: the two initial states differ.
     first = [_delivered(solo, c)["images"][0] for c in CASES]
     assert len({json.dumps(x, sort_keys=True) for x in first}) == 4
@@ -355,5 +379,7 @@ def test_a_launch_killed_with_three_live_episodes_records_each_and_resume_comple
     results = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/result.json"))]
     assert len(results) == 3  # each attempt recorded once, none re-run
     assert all(r["errors"][0]["kind"] == "interrupted" for r in results)
+    # Each had started on its task's serving simulator, as its events say.
+    assert {r["simulator"] for r in results} == {"parked"}
     report = json.loads(resumed.stdout)
     assert report["overall"]["errored"] == 3 and report["overall"]["unattempted"] == 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mailroom.orchestrator.actors.confinement import confinement_of_run
 from mailroom.orchestrator.catalog.cases import Case
@@ -27,6 +27,7 @@ from mailroom.orchestrator.records.result import (
     EpisodeResult,
     ErrorKind,
     Latency,
+    ResultSimulator,
     TypedError,
     Usage,
 )
@@ -134,6 +135,7 @@ def record_interrupted(
         confinement=confinement_of_run(manifest),
         # What the run's actors were handed, as its manifest says (v1 before versions).
         instructions_version=instructions_of_run(manifest),
+        simulator=_holding_of(events),
         started_at=utc_timestamp(started) if started is not None else now,
         finished_at=now,
         wall_time_s=0.0,
@@ -143,3 +145,14 @@ def record_interrupted(
     publish_json(result_path, result.document())
     run.event("attempt_recorded_errored", attempt_id=attempt_id, code=kind, reason=reason[:500])
     return result
+
+
+def _holding_of(events: list[dict[str, Any]]) -> ResultSimulator:
+    """How the attempt's simulator was held, as its `episode_started` event says: "none"
+    if it never started; `dedicated` if the event is from before results said (every
+    episode then had a simulator of its own)."""
+    for event in events:
+        if event.get("event") == "episode_started":
+            held = event.get("simulator", "dedicated")
+            return cast(ResultSimulator, held) if held in ("parked", "dedicated") else "none"
+    return "none"

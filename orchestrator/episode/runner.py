@@ -44,6 +44,7 @@ from mailroom.orchestrator.sim.base import (
     Simulator,
     SimulatorError,
     TaskIdentity,
+    simulator_holding,
 )
 from mailroom.orchestrator.transport.base import (
     DecisionOutcome,
@@ -309,6 +310,7 @@ class EpisodeRunner:
                 "episode_started",
                 settling_controls=start.settling_controls,
                 success_during_settling=start.success_during_settling,
+                simulator=simulator_holding(self.adapter, started=True),
             )
             # The wall-time limit covers the policy loop, not reset and settling.
             last_sequence = yield from self._policy_loop(
@@ -369,6 +371,7 @@ class EpisodeRunner:
             blinded=True,
             confinement=request.confinement,
             instructions_version=request.instructions_version,
+            simulator=simulator_holding(self.adapter, started=start is not None),
             started_at=started_at,
             finished_at=utc_timestamp(),
             wall_time_s=round(time.monotonic() - t0, 3),

@@ -1,13 +1,15 @@
-"""The episode result document (`mailroom.episode_result/v4`): private, written last.
+"""The episode result document (`mailroom.episode_result/v5`): private, written last.
 
 Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
 actor's latency, the queueing delay before the response was served and the
 orchestrator's processing; version 4 names the actor instructions version the attempt's
-actor was handed. Results written before any of them still load and report: a v1
+actor was handed; version 5 says how the attempt's simulator was held (`parked` or
+`dedicated`, `sim.parked`). Results written before any of them still load and report: a v1
 result's `confinement` is None, which reports as not confined (before v2 every spawned
 actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
 figures (None); a v1 to v3 result's `instructions_version` is None (its run's manifest
-says which version, v1 for a run from before instructions had versions).
+says which version, v1 for a run from before instructions had versions); a v1 to v4
+result's `simulator` is None (every episode then had a simulator of its own).
 """
 
 from __future__ import annotations
@@ -32,8 +34,19 @@ from pydantic import (
 RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
 RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
 RESULT_SCHEMA_V3: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
-RESULT_SCHEMAS = (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2, RESULT_SCHEMA_V3, RESULT_SCHEMA)
+RESULT_SCHEMA_V4: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v5"] = "mailroom.episode_result/v5"
+RESULT_SCHEMAS = (
+    RESULT_SCHEMA_V1,
+    RESULT_SCHEMA_V2,
+    RESULT_SCHEMA_V3,
+    RESULT_SCHEMA_V4,
+    RESULT_SCHEMA,
+)
+# How an attempt's simulator was held while it was live (`sim.parked`).
+SimulatorHolding = Literal["parked", "dedicated"]
+# A result's `simulator`: how it was held, or "none" (the episode never started).
+ResultSimulator = Literal["parked", "dedicated", "none"]
 Outcome = Literal["success", "failure", "error"]
 Termination = Literal[
     "native_success",
@@ -205,6 +218,7 @@ class EpisodeResult(Strict):
         "mailroom.episode_result/v2",
         "mailroom.episode_result/v3",
         "mailroom.episode_result/v4",
+        "mailroom.episode_result/v5",
     ] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
@@ -224,6 +238,9 @@ class EpisodeResult(Strict):
     confinement: ConfinementRecord | None = None
     # The actor instructions version the attempt's actor was handed (v4 on).
     instructions_version: InstructionsVersion | None = None
+    # How its simulator was held (v5 on): parked in its task's shared one, its own, or
+    # "none" (its episode never started); None in a v1 to v4 result.
+    simulator: ResultSimulator | None = None
     started_at: Timestamp
     finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
@@ -231,7 +248,7 @@ class EpisodeResult(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # Fields a version before them has not; each later version must have them (below).
     _may_be_absent: ClassVar[frozenset[str]] = frozenset(
-        {"confinement", "queue_delay", "processing", "instructions_version"}
+        {"confinement", "queue_delay", "processing", "instructions_version", "simulator"}
     )
 
     @model_validator(mode="after")
@@ -240,16 +257,19 @@ class EpisodeResult(Strict):
             raise ValueError(
                 "a v2 to v4 result records its confinement; a v1 result has no confinement field"
             )
-        timed = self.schema_ in (RESULT_SCHEMA_V3, RESULT_SCHEMA)
+        timed = self.schema_ in (RESULT_SCHEMA_V3, RESULT_SCHEMA_V4, RESULT_SCHEMA)
         for name in ("queue_delay", "processing"):
             if timed != (getattr(self, name) is not None):
                 raise ValueError(
-                    f"a v3 or v4 result records {name}; a v1 or v2 result has no {name}"
+                    f"a v3 to v5 result records {name}; a v1 or v2 result has no {name}"
                 )
-        if (self.schema_ == RESULT_SCHEMA) != (self.instructions_version is not None):
+        versioned = self.schema_ in (RESULT_SCHEMA_V4, RESULT_SCHEMA)
+        if versioned != (self.instructions_version is not None):
             raise ValueError(
-                "a v4 result records its instructions_version; a v1 to v3 result has none"
+                "a v4 or v5 result records its instructions_version; a v1 to v3 result has none"
             )
+        if (self.schema_ == RESULT_SCHEMA) != (self.simulator is not None):
+            raise ValueError("a v5 result records its simulator; a v1 to v4 result has none")
         return self
 
     @model_serializer(mode="wrap")
@@ -258,11 +278,13 @@ class EpisodeResult(Strict):
         if isinstance(data, dict):
             if self.schema_ == RESULT_SCHEMA_V1:
                 data.pop("confinement", None)
-            if self.schema_ not in (RESULT_SCHEMA_V3, RESULT_SCHEMA):
+            if self.schema_ not in (RESULT_SCHEMA_V3, RESULT_SCHEMA_V4, RESULT_SCHEMA):
                 data.pop("queue_delay", None)
                 data.pop("processing", None)
-            if self.schema_ != RESULT_SCHEMA:
+            if self.schema_ not in (RESULT_SCHEMA_V4, RESULT_SCHEMA):
                 data.pop("instructions_version", None)
+            if self.schema_ != RESULT_SCHEMA:
+                data.pop("simulator", None)
         return data
 
     @property

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from mailroom.orchestrator.records.result import ResultSimulator, SimulatorHolding
 
 CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
 IMAGE_SIZE = 256
@@ -166,6 +167,22 @@ class Parkable(Protocol):
         ...
 
     def unpark(self, parked: object) -> None: ...
+
+
+@runtime_checkable
+class HeldSimulator(Protocol):
+    """A simulator that says how it holds its episode (`parked` or `dedicated`, None
+    before a start); a simulator that does not say is held `dedicated`."""
+
+    @property
+    def holding(self) -> SimulatorHolding | None: ...
+
+
+def simulator_holding(simulator: object, *, started: bool) -> ResultSimulator:
+    """How `simulator` held its episode, for the result ("none" before a start); a
+    simulator that does not say holds it `dedicated`."""
+    held = simulator.holding if isinstance(simulator, HeldSimulator) else "dedicated"
+    return held if started and held is not None else "none"
 
 
 class SimulatorFactory(Protocol):

@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from typing import Literal
 
+from mailroom.orchestrator.records.result import SimulatorHolding
 from mailroom.orchestrator.sim.base import (
     ControlOutcome,
     EpisodeStart,
@@ -36,7 +36,7 @@ from mailroom.orchestrator.sim.base import (
     TaskIdentity,
 )
 
-Holding = Literal["parked", "dedicated"]
+Holding = SimulatorHolding
 # Builds one more simulator for the host (its memory admitted by the caller), and
 # closes one the host no longer needs.
 OpenSimulator = Callable[[], Simulator]
