@@ -1,4 +1,5 @@
-"""The two probes production code carries: the phase clock and a process's memory.
+"""The probes production code carries: the phase clock, a process's memory, and the
+percentile both the benchmark and the campaign's admission read their samples with.
 
 Below every other module of mailroom (it imports only the standard library), so the
 simulator, the transport, the runner and the campaign's workers can carry them without
@@ -25,7 +26,7 @@ import contextlib
 import resource
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -103,3 +104,9 @@ def peak_rss_mb() -> float:
     if peak is not None:
         return peak
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of a non-empty sample."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]

@@ -38,6 +38,7 @@ from typing import Any
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.measures import peak_rss_mb, rss_mb
 from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
+from mailroom.orchestrator.campaign.service_load import ServiceLoad
 from mailroom.orchestrator.episode.blinded import blinded_episode
 from mailroom.orchestrator.episode.evidence import EventMirror
 from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps
@@ -184,6 +185,7 @@ class LiveEpisodes:
             open_simulator, config.settings.proprio, parking=config.holding == "parked"
         )
         self.hub = InboxHub()
+        self.load = ServiceLoad()
         self.live: list[LiveEpisode] = []
         self.pending: deque[Any] = deque()
         self.exhausted = False
@@ -240,18 +242,20 @@ class LiveEpisodes:
         """Look at every inbox something arrived in, earliest arrival first, then at
         those whose look or deadline is due."""
         now = time.monotonic()
-        candidates: list[tuple[float, LiveEpisode]] = []
+        candidates: list[tuple[float, bool, LiveEpisode]] = []
         for episode in self.live:
             if episode.waiting is None:
                 continue
             since = episode.transport.unseen_since()
             if since is not None:
-                candidates.append((since, episode))
+                candidates.append((since, True, episode))
             elif now >= episode.next_look or now >= episode.deadline:
-                candidates.append((episode.next_look, episode))
-        candidates.sort(key=lambda pair: pair[0])
-        for _, episode in candidates:
+                candidates.append((episode.next_look, False, episode))
+        candidates.sort(key=lambda c: c[0])
+        for at, arrived, episode in candidates:
+            started = time.monotonic()
             self._look(episode)
+            self.load.served(started, time.monotonic(), at if arrived else None)
 
     def _look(self, episode: LiveEpisode) -> None:
         waiting = episode.waiting
@@ -305,6 +309,9 @@ class LiveEpisodes:
         """Hand the next case to the starter thread, if it is free and a slot is."""
         if self.starting is not None or len(self.live) >= self.slots:
             return
+        # Admission by CPU: another live episode only while the serving thread keeps up.
+        if self.live and not self.load.keeps_up(time.monotonic()):
+            return
         if not self.pending:
             self._take(next_work, block=False)
             if not self.pending:
@@ -343,6 +350,9 @@ class LiveEpisodes:
         only if memory allows (hosts of tasks with no work here are closed first)."""
         host = self.pool.host(task, self._control_cap(item))
         if not host.needs_build:
+            # No simulator to build, but its actor takes memory too: the margin holds.
+            if self.live and not self._margin_kept():
+                return None
             return host.episode(), False
         if not self._memory_allows():
             waiting = {task_key(w.case) for w in self.pending} | {task}
@@ -350,6 +360,13 @@ class LiveEpisodes:
             if not self._memory_allows() and self.live:
                 return None  # memory is short: wait for a live episode to end
         return host.episode(), True
+
+    def _margin_kept(self) -> bool:
+        try:
+            memory = machine_memory()
+        except MemoryUnknownError:
+            return False
+        return memory.available_mb > self.admission.policy.margin * memory.total_mb
 
     def _memory_allows(self) -> bool:
         try:

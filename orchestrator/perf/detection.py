@@ -28,6 +28,7 @@ from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.parser import Accepted, ActionLimits
 from mailroom.mailbox.receiver import Reception, ResponseReceiver
 from mailroom.mailbox.watcher import InboxWatcher, WatchMode
+from mailroom.measures import percentile
 
 LIMITS = ActionLimits(max_chunk=5)
 WRITE_JITTER_S = 0.1
@@ -36,12 +37,6 @@ WRITE_JITTER_S = 0.1
 # The benchmarks' one action (a slow lift, gripper open): the mailbox run and the naive
 # loop it is compared with must execute the same controls.
 BENCH_ACTION: tuple[float, ...] = (0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0)
-
-
-def percentile(samples: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile of a non-empty sample."""
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def milliseconds(seconds: Sequence[float]) -> dict[str, float | None]:

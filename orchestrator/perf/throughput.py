@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mailroom.measures import percentile
 from mailroom.orchestrator.campaign.admission import (
     FIRST_SIMULATOR_MB,
     MemoryPolicy,
@@ -38,7 +39,6 @@ from mailroom.orchestrator.campaign.admission import (
 from mailroom.orchestrator.campaign.coordinator import Executor
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.perf.detection import percentile
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
 
