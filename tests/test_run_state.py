@@ -39,6 +39,7 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
         "unattempted": 1,
         "in_progress": 0,
         "live": 0,
+        "parked": 0,
         "queued": 1,
         "done": 1,
     }
@@ -50,8 +51,14 @@ def test_status_counts_each_case_once_by_its_latest_attempt(tmp_path: Path) -> N
     assert (state["completed"], state["errored"], state["unrecorded"]) == (1, 1, 1)
     with run.lock():  # a launch holds the run: it is running
         _, state = _status(run.root)
-    assert (state["errored"], state["unattempted"], state["in_progress"]) == (0, 1, 1)
-    assert (state["live"], state["queued"], state["done"]) == (1, 0, 1)
+        assert (state["errored"], state["unattempted"], state["in_progress"]) == (0, 1, 1)
+        assert (state["live"], state["parked"], state["queued"], state["done"]) == (1, 0, 0, 1)
+        # Once its episode says it started on its task's shared simulator, it is parked
+        # whenever it waits: counted among the live ones as parked.
+        with (started / "events.jsonl").open("a") as log:
+            log.write('{"t": 1, "event": "episode_started", "simulator": "parked"}\n')
+        _, state = _status(run.root)
+        assert (state["live"], state["parked"], state["queued"]) == (1, 1, 0)
     (started / "result.json").write_text('{"schema": "mailroom.episode_result/v2", "outc')
     _, state = _status(run.root)
     assert (state["errored"], state["corrupt"], state["unattempted"]) == (1, 1, 0)

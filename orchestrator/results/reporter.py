@@ -32,8 +32,10 @@ from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
+from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult
-from mailroom.orchestrator.records.run_directory import CorruptResult, RunDirectory
+from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -294,13 +296,26 @@ def run_status(run: RunDirectory) -> dict[str, int]:
     # The same cases as a launch sees them: live now (started, shown or not yet),
     # queued for a slot, done (a result, errored included).
     newest = {record.case_id: record for record in run.attempts()}
-    live = 0
+    live: list[AttemptRecord] = []
     if in_use:
-        live = sum(1 for c in cases if c.case_id in newest and newest[c.case_id].result is None)
-    state["live"] = min(live, state["unattempted"])
+        live = [newest[c.case_id] for c in cases if c.case_id in newest]
+        live = [record for record in live if record.result is None]
+    state["live"] = min(len(live), state["unattempted"])
+    # Of those, the ones that share their task's serving simulator: each is parked as
+    # values whenever it waits for its actor (`sim.parked`).
+    state["parked"] = min(sum(_started_parked(record) for record in live), state["live"])
     state["queued"] = state["unattempted"] - state["live"]
     state["done"] = state["completed"] + state["errored"]
     return state
+
+
+def _started_parked(record: AttemptRecord) -> bool:
+    """Whether the attempt's episode started on its task's shared simulator, as its
+    `episode_started` event says."""
+    for event in read_log(AttemptPaths(record.directory).events).before_first_unreadable():
+        if event.get("event") == "episode_started":
+            return event.get("simulator") == "parked"
+    return False
 
 
 def case_group(case: Case, result: EpisodeResult | CorruptResult | None) -> str | None:
