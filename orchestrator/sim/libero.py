@@ -46,11 +46,13 @@ from mailroom.orchestrator.sim.base import (
     ControlOutcome,
     EpisodeStart,
     Image,
+    NotParkableError,
     Perturbation,
     SimulatorError,
     TaskIdentity,
 )
 from mailroom.orchestrator.sim.identity import checked_identity
+from mailroom.orchestrator.sim.libero_parking import ParkedLibero, park_env, unpark_env
 from mailroom.orchestrator.sim.memory import drop_pages, trim_heap
 
 configure_headless_rendering()
@@ -212,6 +214,16 @@ class _SceneCache:
         self.compiled = 0
         self.contexts_reused = 0
 
+    @property
+    def key(self) -> str:
+        """The scene XML's hash of the current simulator ('' before the first reset)."""
+        return self._key
+
+    @property
+    def pristine(self) -> Any:
+        """The scene's compiled model the current simulator's model was copied from."""
+        return self._model
+
     def release(self) -> None:
         if self._key:
             with _PRISTINE_LOCK:
@@ -263,6 +275,23 @@ class _SceneCache:
         self._context_key = self._key
 
 
+def _forget_warm_start(env: Any) -> None:
+    """Make the constraint solver's warm start a function of the installed state alone.
+
+    MuJoCo's forward starts its solver from `qacc_warmstart`, left by the forwards the
+    reset made, which a simulator's first reset and later ones leave different in the
+    last bits (1e-12). Solved again from zero here, an episode on a reused simulator
+    delivers the bytes of the same episode on a fresh one."""
+    sim = env.env.sim
+    sim.data.qacc_warmstart[:] = 0.0
+    sim.forward()
+
+
+def _property_samplers(env: Any) -> list[Any]:
+    samplers: list[Any] = env.env.object_property_initializers
+    return samplers
+
+
 def _transform(image: Any) -> Image:
     array = np.asarray(image)
     if array.dtype != np.uint8 or array.shape[-1] != 3:
@@ -301,6 +330,7 @@ class LiberoAdapter:
         # noised frame draws from a state of its own, made from the two.
         self._noise_seed: int | None = None
         self._controls_since_reset = 0
+        self._built_property_samplers = 0
         self.envs_built = 0
 
     def set_control_cap(self, control_cap: int) -> None:
@@ -347,6 +377,7 @@ class LiberoAdapter:
         self._scenes.new_env()
         self._install_gates()
         self._states = load_init_states(identity)
+        self._built_property_samplers = len(_property_samplers(env))
         self.envs_built += 1
 
     def _install_gates(self) -> None:
@@ -450,6 +481,12 @@ class LiberoAdapter:
                 # Reset and settling deliver nothing but the last settling frame: even
                 # when every executed control is recorded, they never render otherwise.
                 self._gate.open = False
+                # LIBERO appends an articulated object's open/close and on/off samplers
+                # at every hard reset and never drops the old ones; each draws from the
+                # seeded RNG before the fixtures are placed. Kept as after a build, every
+                # episode is a function of its task, seed and state alone, not of how
+                # many episodes its simulator ran before.
+                del _property_samplers(env)[self._built_property_samplers :]
                 with self._scenes.reset_of(env.env):
                     env.reset()
                 self._give_back_memory()
@@ -459,6 +496,7 @@ class LiberoAdapter:
                     from mailroom.orchestrator.sim.plus import reapply_robot_init
 
                     reapply_robot_init(env)
+                _forget_warm_start(env)
                 self._controls_since_reset = 0
                 self._noise_seed = None
                 if identity.perturbation is not None and identity.perturbation.noise:
@@ -526,6 +564,43 @@ class LiberoAdapter:
             ]
         except Exception as exc:
             raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def scene_key(self) -> str:
+        """`Parkable`: the env (task file, order, variant) and compiled scene in use; a
+        parked episode goes back only into a simulator with the same key."""
+        if self._env is None or not self._scenes.key:
+            return ""
+        return f"{self._env_key}|{self._scenes.key}"
+
+    def park(self, *, verify: bool = False) -> ParkedLibero:
+        """`Parkable`: the running episode as values (`sim.libero_parking`); with
+        `verify` (when an episode starts) the model's asset arrays are checked too."""
+        if self._env is None or not self._scenes.key:
+            raise SimulatorError("no episode has started")
+        counters = {
+            "controls_since_reset": self._controls_since_reset,
+            "noise_seed": self._noise_seed,
+        }
+        try:
+            return park_env(
+                self._env.env, self._scenes.pristine, self.scene_key, counters, verify=verify
+            )
+        except NotParkableError:
+            raise
+        except Exception as exc:
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+
+    def unpark(self, parked: object) -> None:
+        """`Parkable`: put a parked episode back, over whatever ran here before."""
+        if not isinstance(parked, ParkedLibero) or parked.scene_key != self.scene_key:
+            raise SimulatorError("a parked episode goes back only into its own scene")
+        try:
+            unpark_env(self._env.env, self._scenes.pristine, parked)
+        except Exception as exc:
+            raise SimulatorError(f"{type(exc).__name__}: {exc}") from exc
+        self._controls_since_reset = int(parked.adapter_values["controls_since_reset"])
+        self._noise_seed = parked.adapter_values["noise_seed"]
 
     def sim_state(self) -> npt.NDArray[np.float64]:
         return np.asarray(self._env.get_sim_state(), dtype=np.float64).copy()
