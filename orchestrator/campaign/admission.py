@@ -23,6 +23,10 @@ DEFAULT_MARGIN = 0.10
 # first env of a process, 0.5-1.1 GB for each further one).
 FIRST_SIMULATOR_MB = 2100.0
 FURTHER_SIMULATOR_MB = 1000.0
+# A parked episode's share of its worker (its parked state is ~15 KB; its endpoint's
+# buffers, evidence writers and runner are most of it) and a small actor's. An agent
+# CLI's own memory is larger: a node's margin, checked before each admission, covers it.
+PARKED_EPISODE_MB = 64.0
 _MEMINFO = Path("/proc/meminfo")
 
 

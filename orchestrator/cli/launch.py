@@ -270,7 +270,7 @@ def _execute(
         raise click.UsageError(str(exc)) from exc
     refuse_private_mailbox_root(run_dir, mailbox_root, plan)
     limits = profile.profile.limits
-    chosen = _executor(executor, ray_address, workers, slots)
+    chosen = _executor(executor, ray_address, workers, slots, holding)
     request = CampaignRequest(
         run_dir=run_dir,
         plan=plan,
@@ -392,7 +392,9 @@ def recorded_profile(manifest: dict[str, Any], folder: Path | None) -> LoadedPro
     return LoadedProfile(profile, folder)
 
 
-def _executor(name: str, ray_address: str, workers: int, slots: int) -> Executor:
+def _executor(
+    name: str, ray_address: str, workers: int, slots: int, holding: Holding = "parked"
+) -> Executor:
     """The launch's executor; a cluster is reached and checked before anything is
     written (exit 9 if it cannot place the workers)."""
     if name == "local":
@@ -402,7 +404,7 @@ def _executor(name: str, ray_address: str, workers: int, slots: int) -> Executor
 
     ray_executor = RayExecutor(ray_address)
     try:
-        nodes = ray_executor.check(workers, slots)
+        nodes = ray_executor.check(workers, slots, holding)
     except ClusterUnavailableError as exc:
         console.print(f"[red]cluster unavailable:[/red] {escape(str(exc))}", highlight=False)
         sys.exit(EXIT_CLUSTER)

@@ -28,7 +28,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mailroom.orchestrator.campaign.admission import FIRST_SIMULATOR_MB, FURTHER_SIMULATOR_MB
+from mailroom.orchestrator.campaign.admission import (
+    FIRST_SIMULATOR_MB,
+    FURTHER_SIMULATOR_MB,
+    PARKED_EPISODE_MB,
+)
 from mailroom.orchestrator.campaign.coordinator import (
     LaunchConfig,
     Listener,
@@ -49,6 +53,7 @@ from mailroom.orchestrator.cluster.messages import (
 from mailroom.orchestrator.cluster.worker import RayWorkerProcess, WorkerPlace
 from mailroom.orchestrator.records.layout import attempt_id_of
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.sim.parked import Holding
 
 SLOT_RESOURCE = "mailroom_slot"
 DRAIN_S = 0.5
@@ -60,8 +65,13 @@ MAX_CONCURRENCY = 8
 CONNECT_TIMEOUT_S = 5.0
 
 
-def worker_memory_mb(slots: int) -> float:
-    """The memory a worker of `slots` live episodes asks Ray for (admission's defaults)."""
+def worker_memory_mb(slots: int, holding: Holding = "dedicated") -> float:
+    """The memory a worker of `slots` live episodes asks Ray for (admission's defaults):
+    a simulator each when dedicated; when parked, one task's two simulators and a small
+    share per episode (its actor and its parked state); the worker's own admission then
+    builds more only while its node's memory keeps the margin."""
+    if holding == "parked":
+        return FIRST_SIMULATOR_MB + FURTHER_SIMULATOR_MB + slots * PARKED_EPISODE_MB
     return FIRST_SIMULATOR_MB + (slots - 1) * FURTHER_SIMULATOR_MB
 
 
@@ -104,8 +114,8 @@ class NodeCapacity:
     slots: float
     memory_mb: float
 
-    def workers(self, slots: int) -> int:
-        by_memory = int(self.memory_mb // worker_memory_mb(slots))
+    def workers(self, slots: int, holding: Holding = "dedicated") -> int:
+        by_memory = int(self.memory_mb // worker_memory_mb(slots, holding))
         return min(int(self.slots // slots), by_memory)
 
 
@@ -145,17 +155,18 @@ class RayExecutor:
             )
         return out
 
-    def check(self, workers: int, slots: int) -> list[NodeCapacity]:
+    def check(self, workers: int, slots: int, holding: Holding = "dedicated") -> list[NodeCapacity]:
         """Refuse, before anything is written, a launch the cluster cannot place."""
         nodes = self.nodes()
-        fits = sum(n.workers(slots) for n in nodes)
+        fits = sum(n.workers(slots, holding) for n in nodes)
         if fits < workers:
             declared = ", ".join(
                 f"{n.address} {n.slots:g} slot(s) {n.memory_mb / 1024:.1f} GiB" for n in nodes
             )
             raise ClusterUnavailableError(
                 f"the cluster places {fits} worker(s) of {slots} slot(s), not {workers}: each "
-                f"needs {slots} {SLOT_RESOURCE} and {worker_memory_mb(slots) / 1024:.1f} GiB "
+                f"needs {slots} {SLOT_RESOURCE} and "
+                f"{worker_memory_mb(slots, holding) / 1024:.1f} GiB "
                 f"of Ray memory on one node (nodes: {declared or 'none'}); start nodes with "
                 f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'"
             )
@@ -225,7 +236,7 @@ class _Driver:
         remote = self.ray.remote(RayWorkerProcess).options(
             num_cpus=1,
             resources={SLOT_RESOURCE: slots},
-            memory=int(worker_memory_mb(slots) * 2**20),
+            memory=int(worker_memory_mb(slots, self.config.holding) * 2**20),
             max_restarts=0,
             max_task_retries=0,
             max_concurrency=MAX_CONCURRENCY,

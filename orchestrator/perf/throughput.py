@@ -41,6 +41,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
+from mailroom.orchestrator.sim.parked import Holding
 
 TASKS = (0, 1, 2, 3)
 PROFILE = "scripted_diagnostic"
@@ -101,10 +102,12 @@ def throughput_run(
     mailbox_root: Path,
     memory: MemoryPolicy | None = None,
     executor: Executor | None = None,
+    holding: Holding = "dedicated",
 ) -> dict[str, Any]:
     """The real coordinator over `cases`: sandboxed diagnostic actors thinking
     `think_s` per decision, `workers` x `slots`; figures of the whole run. `executor`:
-    the local one by default."""
+    the local one by default; `holding`: a simulator per live episode by default (the
+    figures measured before episodes were parked), or parked."""
     from mailroom.orchestrator.actors.confinement import ConfinementSettings
     from mailroom.orchestrator.actors.launcher import profile_launcher
     from mailroom.orchestrator.actors.profiles import load_profile
@@ -163,6 +166,7 @@ def throughput_run(
         record="minimal",
         launcher=launcher,
         slots=slots,
+        holding=holding,
         memory=memory or MemoryPolicy(),
     )
     tally = _Tally()
@@ -180,6 +184,7 @@ def throughput_run(
     return {
         "workers": workers,
         "slots": slots,
+        "holding": holding,
         "think_s": think_s,
         "episodes": len(cases),
         "wall_s": round(elapsed, 1),
