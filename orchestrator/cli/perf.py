@@ -20,10 +20,19 @@ TARGETS = {
     "detect_ms_p50_inotify": ("<=", 2.0),
     "speedup_vs_render_every_control": (">=", 3.0),
     "workers_2_over_1": (">=", 1.7),
+    "parked_live_episodes_reached": (">=", 200.0),
+    "mb_per_parked_episode": ("<=", 16.0),
+    "parked_over_dedicated_episodes_per_hour_ratio": (">=", 4.0),
+    "parked_queue_delay_ms_p95": ("<=", 2000.0),
 }
 
 # The headline table's rows, in order; a figure the run did not measure is left out.
 HEADLINE = (
+    "parked_live_episodes_reached",
+    "mb_per_parked_episode",
+    "actor_mb_per_episode",
+    "parked_over_dedicated_episodes_per_hour_ratio",
+    "parked_queue_delay_ms_p95",
     "slow_actor_episodes_per_hour_ratio",
     "short_think_episodes_per_hour_ratio",
     "mb_per_live_episode",
@@ -100,6 +109,23 @@ def _meets(value: float | None, op: str, target: float) -> str:
     show_default=True,
     help="Ray section: episodes run on 2 local workers, then on a 2-node Ray cluster.",
 )
+@click.option(
+    "--parked-think",
+    type=click.FloatRange(min=0),
+    default=40.0,
+    show_default=True,
+    help="Parked section: seconds the actor thinks per decision.",
+)
+@click.option("--parked-decisions", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option(
+    "--parked-episodes",
+    type=click.IntRange(min=4),
+    default=200,
+    show_default=True,
+    help="Parked section: episodes of the parked run (the dedicated run has 16).",
+)
+@click.option("--no-parked", is_flag=True, help="Leave the parked section out (it is long).")
+@click.option("--only-parked", is_flag=True, help="Run the parked section alone.")
 @click.option("--no-cluster", is_flag=True, help="Leave the Ray executor's section out.")
 @click.option("--only-cluster", is_flag=True, help="Run the Ray executor's section alone.")
 @json_option("Print one JSON object (headline keys plus details).")
@@ -113,6 +139,11 @@ def bench(
     slow_episodes: int | None,
     no_slow: bool,
     cluster_episodes: int,
+    parked_think: float,
+    parked_decisions: int,
+    parked_episodes: int,
+    no_parked: bool,
+    only_parked: bool,
     no_cluster: bool,
     only_cluster: bool,
     as_json: bool,
@@ -121,10 +152,28 @@ def bench(
     the slow-actor section, tens of minutes)."""
     from mailroom.orchestrator.perf.decision_costs import (
         ClusterOptions,
+        ParkedOptions,
         SlowActorOptions,
         run_bench,
         run_cluster_bench,
+        run_parked_bench,
     )
+
+    parked = None
+    if not no_parked:
+        parked = ParkedOptions(
+            think_s=parked_think, decisions=parked_decisions, parked_episodes=parked_episodes
+        )
+    if only_parked:
+        if parked is None:
+            raise click.UsageError("--only-parked and --no-parked exclude each other")
+        with console.status("benchmarking: parked episodes, then a simulator each"):
+            alone = run_parked_bench(parked, mailbox_base, k)
+        if as_json:
+            _write_json(alone)
+        else:
+            _print_headline(alone)
+        return
 
     cluster = None if no_cluster else ClusterOptions(episodes=cluster_episodes)
     if only_cluster:
@@ -149,6 +198,7 @@ def bench(
             mailbox_base=mailbox_base,
             slow=slow,
             cluster=cluster,
+            parked=parked,
         )
     if as_json:
         _write_json(figures)

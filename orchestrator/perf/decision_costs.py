@@ -54,6 +54,56 @@ class ClusterOptions:
     think_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class ParkedOptions:
+    """The parked section (`perf/parked_bench.py`): actors thinking `think_s` per
+    decision, `decisions` each; `parked_episodes` parked, then `dedicated_episodes` on
+    a simulator each, under one memory cap."""
+
+    think_s: float = 40.0
+    decisions: int = 10
+    parked_episodes: int = 200
+    dedicated_episodes: int = 16
+
+
+def parked_bench(options: ParkedOptions, work: Path, mailboxes: Path, k: int = 5) -> dict[str, Any]:
+    from mailroom.orchestrator.perf.parked_bench import parked_comparison
+
+    return parked_comparison(
+        workdir=work / "parked",
+        mailbox_root=mailboxes / "parked",
+        k=k,
+        think_s=options.think_s,
+        decisions=options.decisions,
+        parked_episodes=options.parked_episodes,
+        dedicated_episodes=options.dedicated_episodes,
+    )
+
+
+def run_parked_bench(options: ParkedOptions, mailbox_base: Path | None, k: int) -> dict[str, Any]:
+    """The parked section alone (`mailroom bench --only-parked`)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-mb-", dir=mailbox_base) as mb,
+    ):
+        os.chmod(mb, 0o711)  # a sandbox's own user must reach its endpoint
+        figures = parked_bench(options, Path(tmp), Path(mb), k)
+    return {**_parked_headline(figures), "details": {"parked": figures}}
+
+
+PARKED_HEADLINE = (
+    "parked_live_episodes_reached",
+    "mb_per_parked_episode",
+    "actor_mb_per_episode",
+    "parked_over_dedicated_episodes_per_hour_ratio",
+    "parked_queue_delay_ms_p95",
+)
+
+
+def _parked_headline(figures: dict[str, Any]) -> dict[str, Any]:
+    return {key: figures[key] for key in PARKED_HEADLINE}
+
+
 def cluster_bench(
     options: ClusterOptions, work: Path, mailboxes: Path, k: int = 5
 ) -> dict[str, Any]:
@@ -338,6 +388,7 @@ def run_bench(
     mailbox_base: Path | None = None,
     slow: SlowActorOptions | None = None,
     cluster: ClusterOptions | None = None,
+    parked: ParkedOptions | None = None,
 ) -> dict[str, Any]:
     """`mailbox_base`: where the mailbox roots go (as `--mailbox-root` would put them);
     the system's temporary directory by default, like `mailroom launch`. `slow`: the
@@ -387,6 +438,10 @@ def run_bench(
                     mailbox_root=mailboxes / "slow",
                     label=label,
                 )
+        parked_figures: dict[str, Any] = {}
+        if parked is not None:
+            progress(f"actors thinking {parked.think_s:g} s: parked, then a simulator each")
+            parked_figures = parked_bench(parked, work, mailboxes, k)
         cluster_figures: dict[str, Any] = {}
         if cluster is not None:
             progress("the same episodes on the local executor, then on a Ray cluster")
@@ -404,6 +459,7 @@ def run_bench(
     cluster_details = cluster_figures.pop("details", {})
     return {
         **headline_slow,
+        **(_parked_headline(parked_figures) if parked_figures else {}),
         **cluster_figures,
         "overhead_share_of_cycle": overhead_share(mailbox),
         "overhead_ms_p50": mailbox["overhead"]["p50_ms"],
@@ -438,6 +494,7 @@ def run_bench(
             "detection_inotify": inotify,
             "detection_polling": polling,
             "slow_actors": slow_figures,
+            "parked": parked_figures,
             **cluster_details,
             "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
             "mailbox_base": str(Path(mb).parent),

@@ -1,0 +1,114 @@
+"""Samples this process's descendants from /proc: workers apart from actors.
+
+For the parked section of the benchmark: how a worker's resident memory grows with its
+live episodes, and what the actors hold beside it. A descendant whose command line names
+an actor program (or bubblewrap, which starts each one) is an actor's; a Python process
+started by multiprocessing is a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PROC = Path("/proc")
+_PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    workers_mb: float
+    actors_mb: float
+    actors: int  # actor programs running (each live episode has one)
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces: the ppid follows it.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    return children
+
+
+def _descendants(root: int) -> list[int]:
+    children, found, todo = _children_map(), [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        return int((_PROC / str(pid) / "statm").read_text().split()[1]) * _PAGE_MB
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def sample(actor_marker: str, root: int | None = None) -> Sample:
+    """One look: workers' and actors' resident memory, and the actors running."""
+    workers = actors_mb = 0.0
+    actors = 0
+    for pid in _descendants(root or os.getpid()):
+        line = _cmdline(pid)
+        if actor_marker in line and "bwrap" not in line.split(" ", 1)[0]:
+            actors += 1
+            actors_mb += _rss_mb(pid)
+        elif "bwrap" in line.split(" ", 1)[0]:
+            actors_mb += _rss_mb(pid)
+        elif "multiprocessing" in line:
+            workers += _rss_mb(pid)
+    return Sample(time.monotonic(), workers, actors_mb, actors)
+
+
+@dataclass
+class ProcessSampler:
+    """Samples every `interval_s` on a thread of its own while in use."""
+
+    actor_marker: str
+    interval_s: float = 2.0
+    samples: list[Sample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> ProcessSampler:
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(sample(self.actor_marker))
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x (None with fewer than two distinct x)."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    fit = statistics.linear_regression([x for x, _ in points], [y for _, y in points])
+    return float(fit.slope)
