@@ -24,6 +24,7 @@ from mailroom.orchestrator.sim.base import (
     ControlOutcome,
     EpisodeStart,
     Image,
+    SimulatorError,
     TaskIdentity,
 )
 
@@ -68,7 +69,8 @@ def synthetic_capture(control: int, size: int = IMAGE_SIZE) -> Capture:
 
 
 class FakeSimulator:
-    """Implements `sim.base.Simulator`; executes nothing.
+    """Implements `sim.base.Simulator` and `Parkable` (its episode is two counters);
+    executes nothing.
 
     `frames`, when given, replaces the synthetic capture (a benchmark hands over one
     prepared capture to measure the orchestrator alone); `succeed_at` makes native
@@ -96,6 +98,7 @@ class FakeSimulator:
         self._controls = 0
         self._seed = 0
         self._step_s = step_s
+        self._scene = ""
 
     def _capture(self) -> Capture:
         if self._frames is not None:
@@ -113,6 +116,7 @@ class FakeSimulator:
     ) -> EpisodeStart:
         self._controls = 0
         self._seed = seed % 1000 + init_state_index
+        self._scene = f"fake:{identity.task_name}"
         state = hashlib.sha256(f"{identity.task_name}/{init_state_index}".encode()).hexdigest()
         return EpisodeStart(
             identity=identity,
@@ -136,6 +140,18 @@ class FakeSimulator:
             state=(0.0,) * 9 if self.proprio else None,
             frames=capture.images if capture is not None and self.record_frames else None,
         )
+
+    @property
+    def scene_key(self) -> str:
+        return self._scene
+
+    def park(self, *, verify: bool = False) -> object:
+        return (self._scene, self._seed, self._controls)
+
+    def unpark(self, parked: object) -> None:
+        if not isinstance(parked, tuple) or parked[0] != self._scene:
+            raise SimulatorError("a parked episode goes back only into its own scene")
+        _, self._seed, self._controls = parked
 
     def detach(self) -> None:
         return None

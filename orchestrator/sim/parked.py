@@ -115,6 +115,9 @@ class TaskHost:
                 assert isinstance(serving, Parkable) and view.parked is not None
                 if self.tenant is not None:
                     self.tenant.parked = serving.park()
+                    self.tenant = None
+                # If this raises, no episode is left in the serving simulator: the next
+                # one put back replaces all of what this one may have half written.
                 serving.unpark(view.parked)
                 view.parked, self.tenant = None, view
             return step(serving)
