@@ -48,7 +48,7 @@ What changed the pinned table, newest first:
   `actor_started.limits.exit_window_s` and `actor_stopped.exited_by_itself`, which runs
   have recorded since the actor's output cap and exit window became profile limits.
 - results say how their simulator was held (`mailroom.episode_result/v5`, `simulator`:
-  `dedicated` here, the fake simulator cannot be parked), and so does each episode's
+  `dedicated` here: one slot has nothing to park beside), and so does each episode's
   `episode_started` event; the launch event names the worker's `holding` (`parked`, the
   default): `result.schema` changed, `result.simulator`,
   `events.episode_started.simulator` and `run_events.launched.holding` are new.

@@ -20,7 +20,7 @@ from test_export import make_run, write_result
 def as_v1(path: Path) -> None:
     document = json.loads(path.read_text())
     document["schema"] = "mailroom.episode_result/v1"
-    for later in ("confinement", "queue_delay", "processing", "instructions_version"):
+    for later in ("confinement", "queue_delay", "processing", "instructions_version", "simulator"):
         del document[later]
     assert schema_errors("mailroom.episode_result/v1", document) == []
     path.write_text(json.dumps(document))

@@ -1,7 +1,10 @@
 """Live episodes on the real simulator.
 
-- Same bytes: four episodes of two tasks live at once in one worker deliver exactly the
-  images, states and outcomes that each delivers alone.
+- Same bytes: four episodes of two tasks live at once in one worker, parked on their
+  task's serving simulator, deliver exactly the images, states and outcomes that each
+  delivers alone on a simulator of its own.
+- Three released states of one task (`plan --init-states`) run parked at once, and the
+  run replays `reproduced`.
 - `mailroom launch --slots 4` runs the development plan with four live at once; an actor
   killed mid-run fails its episode only.
 - A launch killed with several live episodes records each as interrupted, and
@@ -245,17 +248,6 @@ def test_four_live_episodes_of_two_tasks_deliver_the_bytes_of_solo_runs(
         assert among == alone, case.case_id
         # Two episodes of each task shared its serving simulator, parked in turn.
         assert _holding(together, case) == "parked", case.case_id
-    # The parked run replays on simulators of its own, control by control.
-    replayed = subprocess.run(
-        [mailroom_exe(), "replay", str(together), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
-    verdicts = json.loads(replayed.stdout)["verdicts"]
-    assert sorted(v["attempt_id"] for v in verdicts) == sorted(c.attempt_id(1) for c in CASES)
-    assert {v["verdict"] for v in verdicts} == {"reproduced"}, verdicts
     # Each delivered image is a real render: the two initial states differ.
     first = [_delivered(solo, c)["images"][0] for c in CASES]
     assert len({json.dumps(x, sort_keys=True) for x in first}) == 4
@@ -287,6 +279,45 @@ def test_a_simulator_that_breaks_among_live_ones_leaves_their_bytes_alone(
     assert live_then, "no other episode was live when the simulator broke"
     for case in CASES:
         assert _delivered(run_dir, case) == _delivered(solo, case), case.case_id
+
+
+def test_three_released_states_of_one_task_run_parked_at_once_and_replay_reproduced(
+    tmp_path: Path, module_mailbox_root: Path, gated: Path
+) -> None:
+    """`plan --init-states` makes several episodes of one task; launched with three
+    slots, they are live at once on one task host, each parked while the others run,
+    and the run replays on simulators of their own, control by control."""
+    plan = cli_plan(
+        tmp_path / "states.json",
+        *("task_coverage", "--suite", "libero_spatial", "--task-ids", "7"),
+        *("--init-states", "0,1,2"),
+    )
+    run_dir, mailbox = tmp_path / "run", module_mailbox_root / "states"
+    actor = f"python3 {gated} {{endpoint}} {ACTOR} --chunks 3"
+    command = launch_command(plan, run_dir, mailbox, actor, "--slots", "3", "--json")
+    with Gate(run_dir, mailbox, first_observations=3) as gate:
+        launched = subprocess.run(
+            [*command, "--max-policy-calls", "4", "--response-timeout", "600"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    assert gate.opened_by_event, "the three episodes were not live at once"
+    results = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/result.json"))]
+    assert sorted(r["case"]["init_state_index"] for r in results) == [0, 1, 2]
+    assert {r["simulator"] for r in results} == {"parked"}
+    replayed = subprocess.run(
+        [mailroom_exe(), "replay", str(run_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    verdicts = json.loads(replayed.stdout)["verdicts"]
+    assert len(verdicts) == 3
+    assert {v["verdict"] for v in verdicts} == {"reproduced"}, verdicts
+    assert all(v["checked_observations"] >= 3 for v in verdicts), verdicts
 
 
 def _status(run_dir: Path) -> dict[str, int]:

@@ -181,9 +181,9 @@ class LiveEpisodes:
         self.slots = max(1, int(config.slots))
         self.report = report
         self.admission = admission
-        self.pool = SimulatorPool(
-            open_simulator, config.settings.proprio, parking=config.holding == "parked"
-        )
+        # One live episode at a time has nothing to park beside: it keeps its simulator.
+        parking = config.holding == "parked" and self.slots > 1
+        self.pool = SimulatorPool(open_simulator, config.settings.proprio, parking=parking)
         self.hub = InboxHub()
         self.load = ServiceLoad()
         self.live: list[LiveEpisode] = []

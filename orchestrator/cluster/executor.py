@@ -70,7 +70,7 @@ def worker_memory_mb(slots: int, holding: Holding = "dedicated") -> float:
     a simulator each when dedicated; when parked, one task's two simulators and a small
     share per episode (its actor and its parked state); the worker's own admission then
     builds more only while its node's memory keeps the margin."""
-    if holding == "parked":
+    if holding == "parked" and slots > 1:  # a worker of one slot keeps its simulator
         return FIRST_SIMULATOR_MB + FURTHER_SIMULATOR_MB + slots * PARKED_EPISODE_MB
     return FIRST_SIMULATOR_MB + (slots - 1) * FURTHER_SIMULATOR_MB
 
