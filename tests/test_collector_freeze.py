@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Iterator
 
 import pytest
+from mailroom.orchestrator.episode import collector_freeze
 from mailroom.orchestrator.episode.collector_freeze import live_loops, settle_heap, thaw_heap
 
 
@@ -41,7 +42,9 @@ def test_survivors_are_frozen_and_garbage_is_collected_first() -> None:
     assert not any(obj is kept for obj in gc.get_objects())
 
 
-def test_a_frozen_cycle_that_becomes_garbage_is_collected_by_the_next_settle() -> None:
+def test_a_frozen_cycle_that_becomes_garbage_is_collected_by_the_next_full_settle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The simulator of the previous task is frozen with the rest; once it is replaced
     # it must still be collected, never kept for good.
     old_simulator, ref = _cycle()
@@ -49,7 +52,22 @@ def test_a_frozen_cycle_that_becomes_garbage_is_collected_by_the_next_settle() -
     del old_simulator
     gc.collect()
     assert ref() is not None  # frozen: a plain collection leaves it
+    # Another loop starts soon after, while the first is live: no full collection.
     settle_heap()
+    assert ref() is not None
+    # Once the interval has passed, the next start collects in full.
+    monkeypatch.setattr(collector_freeze, "FULL_COLLECTION_INTERVAL_S", 0.0)
+    settle_heap()
+    assert ref() is None
+
+
+def test_a_start_with_no_other_loop_live_always_collects_in_full() -> None:
+    settle_heap()
+    thaw_heap()
+    dropped, ref = _cycle()
+    gc.freeze()  # as if frozen by a loop that has ended since
+    del dropped
+    settle_heap()  # no loop is live: a full collection, however recent the last
     assert ref() is None
 
 
