@@ -29,6 +29,7 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
+from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import KeptCatalog
@@ -167,6 +168,10 @@ def _next_group(work_q: Any, block: bool) -> list[Work] | None:
 def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
     die_with_parent(parent_pid)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    # Each live episode holds about a dozen descriptors (`kernel_capacity`): the soft
+    # limit goes up to the hard one, and the worker says what it was.
+    opened = raise_open_files()
+    report_q.put(("open_files_raised", "", 0, opened.soft_before, opened.soft, opened.hard))
     from mailroom.orchestrator.campaign.slots import LiveEpisodes
 
     open_simulator = config.simulator

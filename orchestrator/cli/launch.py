@@ -37,6 +37,7 @@ from mailroom.orchestrator.campaign.admission import (
     capacity,
 )
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
+from mailroom.orchestrator.campaign.kernel_capacity import Launch, kernel_refusal
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
@@ -269,6 +270,12 @@ def _execute(
     except NestedDirectoriesError as exc:
         raise click.UsageError(str(exc)) from exc
     refuse_private_mailbox_root(run_dir, mailbox_root, plan)
+    if executor == "local":  # a Ray worker's node has limits of its own
+        watched = settings.watch_mode == "inotify"
+        beyond = kernel_refusal(Launch(workers, slots, len(plan.cases), record == "full", watched))
+        if beyond is not None:  # before anything is written or started
+            console.print(f"[red]refused:[/red] {escape(beyond)}", highlight=False)
+            sys.exit(EXIT_USAGE)
     limits = profile.profile.limits
     chosen = _executor(executor, ray_address, workers, slots, holding)
     request = CampaignRequest(
