@@ -2,48 +2,73 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from mailroom.orchestrator.perf.process_sampler import ProcessSampler, sample, slope
 
-MARKER = "scripted_diagnostic/actor.py"
+# A stand-in for bubblewrap (its command line names it, as the real one's does) that
+# starts one actor process under it and waits.
+PYTHON = os.path.realpath(sys.executable)
+SANDBOX = (
+    "import subprocess, time; "
+    f"subprocess.Popen([{PYTHON!r}, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+)
 
 
 def _sleep(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def test_actors_and_workers_are_told_apart_among_descendants() -> None:
-    before = sample(MARKER)
-    # Two "actors" (a command line naming the actor program) and one worker.
-    actors = [
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"/x/{MARKER}"])
-        for _ in range(2)
-    ]
+def _sandbox(bwrap: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(bwrap), "-c", SANDBOX])
+
+
+def test_actors_under_bubblewrap_and_workers_are_told_apart(tmp_path: Path) -> None:
+    bwrap = tmp_path / "bwrap"  # Python under bubblewrap's name
+    bwrap.symlink_to(sys.executable)
+    before = sample()
+    sandboxes = [_sandbox(bwrap) for _ in range(2)]
     worker = multiprocessing.get_context("spawn").Process(target=_sleep, args=(60.0,))
     worker.start()
     try:
         deadline = time.monotonic() + 30
-        while (now := sample(MARKER)).actors < 2 or now.workers_mb <= before.workers_mb:
+        while (now := sample()).actors < before.actors + 2 or now.workers_mb <= before.workers_mb:
             assert time.monotonic() < deadline, now
             time.sleep(0.1)
         assert now.actors == before.actors + 2
-        assert now.actors_mb > before.actors_mb + 1.0  # each Python holds megabytes
-        with ProcessSampler(MARKER, interval_s=0.05) as sampler:
+        # Each Python holds megabytes: the two actors and the two stand-ins are counted.
+        assert now.actors_mb > before.actors_mb + 4.0
+        with ProcessSampler(interval_s=0.05) as sampler:
             while len(sampler.samples) < 2:
                 time.sleep(0.05)
-        assert all(s.actors == 2 for s in sampler.samples)
+        assert all(s.actors == before.actors + 2 for s in sampler.samples)
     finally:
-        for actor in actors:
-            actor.kill()
-            actor.wait()
+        for sandbox in sandboxes:
+            for child in _children(sandbox.pid):
+                child_kill(child)
+            sandbox.kill()
+            sandbox.wait()
         worker.kill()
         worker.join()
-    assert sample(MARKER).actors == before.actors
+    assert sample().actors == before.actors
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def child_kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_slope_is_a_least_squares_one() -> None:

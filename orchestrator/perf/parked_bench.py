@@ -33,8 +33,6 @@ DECISIONS = 10
 PARKED_SLOTS_PER_WORKER = 150
 WORKERS = 2
 DEDICATED_SIMULATORS = 8
-# What marks an actor's process (the diagnostic actor's program).
-ACTOR_MARKER = "scripted_diagnostic/actor.py"
 
 
 def memory_cap_mb(simulators: int = DEDICATED_SIMULATORS) -> float:
@@ -54,7 +52,7 @@ def parked_comparison(
 ) -> dict[str, Any]:
     """Both settings on the same cap; see the module docstring."""
     policy = MemoryPolicy(max_memory_mb=memory_cap_mb())
-    with ProcessSampler(ACTOR_MARKER) as sampler:
+    with ProcessSampler() as sampler:
         parked = throughput_run(
             cases=cases_over_tasks(parked_episodes),
             workers=WORKERS,

@@ -1,9 +1,8 @@
 """Samples this process's descendants from /proc: workers apart from actors.
 
 For the parked section of the benchmark: how a worker's resident memory grows with its
-live episodes, and what the actors hold beside it. A descendant whose command line names
-an actor program (or bubblewrap, which starts each one) is an actor's; a Python process
-started by multiprocessing is a worker.
+live episodes, and what the actors hold beside it. Bubblewrap's processes and everything
+under them are an actor's; a Python process started by multiprocessing is a worker.
 """
 
 from __future__ import annotations
@@ -42,15 +41,6 @@ def _children_map() -> dict[int, list[int]]:
     return children
 
 
-def _descendants(root: int) -> list[int]:
-    children, found, todo = _children_map(), [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def _rss_mb(pid: int) -> float:
     try:
         return int((_PROC / str(pid) / "statm").read_text().split()[1]) * _PAGE_MB
@@ -65,27 +55,49 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def sample(actor_marker: str, root: int | None = None) -> Sample:
-    """One look: workers' and actors' resident memory, and the actors running."""
+def _program(pid: int) -> str:
+    return _cmdline(pid).split(" ", 1)[0]
+
+
+def sample(root: int | None = None) -> Sample:
+    """One look: workers' and actors' resident memory, and the actors running. An actor
+    is the first process under a sandbox's bubblewrap processes that is not one itself
+    (its own children count in its memory); a worker is a multiprocessing child."""
+    children = _children_map()
     workers = actors_mb = 0.0
     actors = 0
-    for pid in _descendants(root or os.getpid()):
-        line = _cmdline(pid)
-        if actor_marker in line and "bwrap" not in line.split(" ", 1)[0]:
-            actors += 1
+    todo = list(children.get(root or os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        program = _program(pid)
+        if program.endswith("bwrap"):
             actors_mb += _rss_mb(pid)
-        elif "bwrap" in line.split(" ", 1)[0]:
-            actors_mb += _rss_mb(pid)
-        elif "multiprocessing" in line:
+            for child in children.get(pid, []):
+                if _program(child).endswith("bwrap"):
+                    todo.append(child)
+                else:
+                    actors += 1
+                    actors_mb += sum(_rss_mb(p) for p in [child, *_below(children, child)])
+            continue
+        if "spawn_main" in _cmdline(pid):
             workers += _rss_mb(pid)
+        todo.extend(children.get(pid, []))
     return Sample(time.monotonic(), workers, actors_mb, actors)
+
+
+def _below(children: dict[int, list[int]], root: int) -> list[int]:
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 @dataclass
 class ProcessSampler:
     """Samples every `interval_s` on a thread of its own while in use."""
 
-    actor_marker: str
     interval_s: float = 2.0
     samples: list[Sample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -103,7 +115,7 @@ class ProcessSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.samples.append(sample(self.actor_marker))
+            self.samples.append(sample())
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
