@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -167,24 +168,24 @@ def bench(
     if only_parked:
         if parked is None:
             raise click.UsageError("--only-parked and --no-parked exclude each other")
-        with console.status("benchmarking: parked episodes, then a simulator each"):
-            alone = run_parked_bench(parked, mailbox_base, k)
-        if as_json:
-            _write_json(alone)
-        else:
-            _print_headline(alone)
+        _section_alone(
+            "parked episodes, then a simulator each",
+            lambda: run_parked_bench(parked, mailbox_base, k),
+            _print_headline,
+            as_json,
+        )
         return
 
     cluster = None if no_cluster else ClusterOptions(episodes=cluster_episodes)
     if only_cluster:
         if cluster is None:
             raise click.UsageError("--only-cluster and --no-cluster exclude each other")
-        with console.status("benchmarking: local executor, then a Ray cluster"):
-            alone = run_cluster_bench(cluster, mailbox_base, k)
-        if as_json:
-            _write_json(alone)
-        else:
-            _print_cluster(alone["details"]["cluster"])
+        _section_alone(
+            "local executor, then a Ray cluster",
+            lambda: run_cluster_bench(cluster, mailbox_base, k),
+            lambda alone: _print_cluster(alone["details"]["cluster"]),
+            as_json,
+        )
         return
     slow = None
     if not no_slow:
@@ -211,6 +212,21 @@ def bench(
     _print_slow_actors(details["slow_actors"])
     if "cluster" in details:
         _print_cluster(details["cluster"])
+
+
+def _section_alone(
+    what: str,
+    run: Callable[[], dict[str, Any]],
+    show: Callable[[dict[str, Any]], None],
+    as_json: bool,
+) -> None:
+    """One section of the bench run by itself (`--only-...`), printed as asked."""
+    with console.status(f"benchmarking: {what}"):
+        alone = run()
+    if as_json:
+        _write_json(alone)
+    else:
+        show(alone)
 
 
 def _write_json(figures: dict[str, Any]) -> None:
