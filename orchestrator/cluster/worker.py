@@ -133,7 +133,10 @@ class ClusterWorker:
 
     def run(self) -> None:
         """Serve episodes until the driver offers None; the staging folder goes last."""
+        from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
         from mailroom.orchestrator.campaign.slots import LiveEpisodes
+
+        raise_open_files()  # each live episode holds about a dozen (`kernel_capacity`)
 
         open_simulator = self.config.simulator
         if open_simulator is None:
