@@ -4,7 +4,7 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # `check-response`: rejected; `replay`: an attempt did not reproduce
-EXIT_USAGE = 2  # click's own code for a usage error; also a refused confinement
+EXIT_USAGE = 2  # click's own code for a usage error; a refused confinement or kernel limit
 EXIT_EPISODE_ERROR = 3  # `demo`: the episode ended in a typed error
 EXIT_INCOMPLETE = 4  # a run or export left something out (unattempted, errored, corrupt)
 EXIT_CONFLICT = 5  # a conflicting manifest, or a run already in use
