@@ -11,7 +11,7 @@ holds about eight dedicated simulators (a first one and seven more):
 
 Figures: episodes per hour of each and their ratio; the most episodes live at once
 when parked and their queueing delay p95; how a worker's resident memory grows per
-further live episode (the slope over samples taken while episodes start, actors
+further live episode (the slope over samples taken after the last simulator was built, actors
 excluded) and the actors' own memory per episode beside it.
 """
 
@@ -78,10 +78,11 @@ def parked_comparison(
         holding="dedicated",
     )
     samples = sampler.samples
-    # While episodes start, the workers' memory against how many are live: its slope is
-    # what one more live episode costs a worker (its simulators are built by then once
-    # a few episodes of each task are live).
-    growth = [(float(s.actors), s.workers_mb) for s in samples if s.actors >= 8]
+    # The workers' memory against how many episodes are live, once the last simulator
+    # was built (before, each build adds half a gigabyte): its slope is what one more
+    # live episode costs a worker.
+    built = parked.pop("last_simulator_built_at") or 0.0
+    growth = [(float(s.actors), s.workers_mb) for s in samples if s.t > built and s.actors]
     peak = max(samples, key=lambda s: s.actors, default=None)
     per_episode = slope(growth)
     ratio = None
@@ -99,6 +100,7 @@ def parked_comparison(
         ),
         "parked_over_dedicated_episodes_per_hour_ratio": ratio,
         "samples": len(samples),
+        "samples_after_last_build": len(growth),
         "peak_sample": None
         if peak is None
         else {

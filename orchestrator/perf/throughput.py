@@ -61,6 +61,8 @@ class _Tally:
     first_worker_rss_mb: list[float] = field(default_factory=list)
     live: int = 0
     max_live: int = 0
+    # When the last simulator was built (monotonic s): later growth is episodes'.
+    last_build_at: float | None = None
 
     def hear(self, kind: str, payload: tuple[Any, ...]) -> None:
         if kind == "started":
@@ -75,6 +77,7 @@ class _Tally:
             else:
                 self.outcomes.append("crashed")
         elif kind == "simulator_built":
+            self.last_build_at = time.monotonic()
             cost, before = float(payload[2]), int(payload[3])
             (self.first_costs_mb if before == 0 else self.further_costs_mb).append(cost)
             if before == 0:
@@ -200,6 +203,7 @@ def throughput_run(
         "further_simulator_mb": _median(tally.further_costs_mb),
         "further_simulators": len(tally.further_costs_mb),
         "peak_rss_mb_per_worker": round(max(tally.peaks_mb), 1) if tally.peaks_mb else None,
+        "last_simulator_built_at": tally.last_build_at,
     }
 
 
