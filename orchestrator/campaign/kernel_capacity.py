@@ -213,6 +213,13 @@ def refusal(launch: Launch, limits: KernelLimits) -> str | None:
     return None
 
 
+def kernel_slots_that_fit(launch: Launch, limits: KernelLimits) -> int | None:
+    """The most live episodes per worker every limit holds for the launch's workers
+    (None: no limit applies)."""
+    fits = [d.slots_that_fit for d in check(launch, limits) if d.slots_that_fit is not None]
+    return min(fits, default=None)
+
+
 def kernel_refusal(launch: Launch) -> str | None:
     """`refusal` against this machine's limits as they are now."""
     return refusal(launch, KernelLimits.read())

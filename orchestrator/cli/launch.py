@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar, cast
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
 import click
 from mailroom.mailbox.endpoint import new_mailbox_root
@@ -38,6 +38,12 @@ from mailroom.orchestrator.campaign.admission import (
 )
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
 from mailroom.orchestrator.campaign.kernel_capacity import Launch, kernel_refusal
+from mailroom.orchestrator.campaign.slot_choice import (
+    PARKED_SLOTS_CEILING,
+    SlotChoice,
+    choose_slots,
+    kernel_fit_for,
+)
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
@@ -242,7 +248,7 @@ def _execute(
     rerun_errored: bool,
     as_json: bool,
     confinement: ConfinementSettings,
-    slots: int = 1,
+    slots: int | Literal["auto"] = 1,
     memory: MemoryPolicy | None = None,
     executor: str = "local",
     ray_address: str = "auto",
@@ -270,14 +276,23 @@ def _execute(
     except NestedDirectoriesError as exc:
         raise click.UsageError(str(exc)) from exc
     refuse_private_mailbox_root(run_dir, mailbox_root, plan)
+    memory = memory or MemoryPolicy()
+    choice: SlotChoice | None = None
     if executor == "local":  # a Ray worker's node has limits of its own
         watched = settings.watch_mode == "inotify"
-        beyond = kernel_refusal(Launch(workers, slots, len(plan.cases), record == "full", watched))
+        cases = len(plan.cases)
+        if slots == "auto":
+            fit = kernel_fit_for(workers, cases, record_full=record == "full", inotify=watched)
+            choice = choose_slots(
+                holding=holding, workers=workers, cases=cases, policy=memory, kernel_fit=fit
+            )
+            slots = choice.slots
+        beyond = kernel_refusal(Launch(workers, slots, cases, record == "full", watched))
         if beyond is not None:  # before anything is written or started
             console.print(f"[red]refused:[/red] {escape(beyond)}", highlight=False)
             sys.exit(EXIT_USAGE)
     limits = profile.profile.limits
-    chosen = _executor(executor, ray_address, workers, slots, holding)
+    chosen, slots = _executor(executor, ray_address, workers, slots, holding, len(plan.cases))
     request = CampaignRequest(
         run_dir=run_dir,
         plan=plan,
@@ -303,11 +318,11 @@ def _execute(
         rerun_errored=rerun_errored,
         slots=slots,
         holding=holding,
-        memory=memory or MemoryPolicy(),
+        memory=memory,
         executor=chosen,
     )
-    if executor == "local":
-        _print_capacity(request.memory, workers, slots)  # stderr: --json's stdout stays clean
+    if executor == "local":  # stderr: --json's stdout stays clean
+        _print_capacity(request.memory, workers, slots, holding, choice)
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
         with progress_bar(hidden=as_json) as progress:
@@ -400,17 +415,28 @@ def recorded_profile(manifest: dict[str, Any], folder: Path | None) -> LoadedPro
 
 
 def _executor(
-    name: str, ray_address: str, workers: int, slots: int, holding: Holding = "parked"
-) -> Executor:
-    """The launch's executor; a cluster is reached and checked before anything is
-    written (exit 9 if it cannot place the workers)."""
+    name: str,
+    ray_address: str,
+    workers: int,
+    slots: int | Literal["auto"],
+    holding: Holding,
+    cases: int,
+) -> tuple[Executor, int]:
+    """The launch's executor and slots; a cluster is reached and checked before
+    anything is written (exit 9 if it cannot place the workers)."""
     if name == "local":
-        return LocalExecutor()
+        assert slots != "auto"  # chosen for this machine already
+        return LocalExecutor(), slots
     from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
     from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 
     ray_executor = RayExecutor(ray_address)
     try:
+        if slots == "auto":  # the most that the nodes' slots and memory place
+            at_most = max(1, cases)
+            if holding == "parked":
+                at_most = min(at_most, PARKED_SLOTS_CEILING)
+            slots = ray_executor.widest_slots(workers, holding, at_most)
         nodes = ray_executor.check(workers, slots, holding)
     except ClusterUnavailableError as exc:
         console.print(f"[red]cluster unavailable:[/red] {escape(str(exc))}", highlight=False)
@@ -422,11 +448,28 @@ def _executor(
         f"{slots} slot(s)), each worker on one node",
         highlight=False,
     )
-    return ray_executor
+    return ray_executor, slots
 
 
-def _print_capacity(policy: MemoryPolicy, workers: int, slots: int) -> None:
-    """Before anything starts: how many live episodes this machine's memory can hold."""
+def _print_capacity(
+    policy: MemoryPolicy,
+    workers: int,
+    slots: int,
+    holding: Holding = "dedicated",
+    choice: SlotChoice | None = None,
+) -> None:
+    """Before anything starts: the slots and how many live episodes memory can hold."""
+    if choice is not None:
+        console.print(choice.reason, highlight=False)
+    if holding == "parked" and slots > 1:
+        console.print(
+            f"live episodes: at most {workers * slots} ({workers} worker(s) x {slots} "
+            f"slot(s)), parked on a serving simulator and a starter per task; each worker "
+            f"admits another while its serving thread keeps up and {policy.margin:.0%} of "
+            "memory stays free",
+            highlight=False,
+        )
+        return
     try:
         fits = capacity(policy, workers, slots)
     except MemoryUnknownError as exc:
@@ -471,14 +514,36 @@ def _memory_option(function: F) -> F:
     )(function)
 
 
-def _slots_option(default: int | None) -> Callable[[F], F]:
+class _SlotsType(click.ParamType["int | Literal['auto']", Any]):
+    """`--slots`: a count of at least 1, or `auto`."""
+
+    name = "N|auto"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | Literal["auto"]:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            count = int(value)
+        except (TypeError, ValueError):
+            count = 0
+        if count < 1:
+            self.fail(f"{value!r} is neither a count of at least 1 nor 'auto'", param, ctx)
+        return count
+
+
+def _slots_option(default: str | None) -> Callable[[F], F]:
     return click.option(
         "--slots",
-        type=click.IntRange(min=1),
+        type=_SlotsType(),
         default=default,
         show_default=default is not None,
-        help="Live episodes per worker: while one actor thinks, the worker serves the "
-        "others (each has its own simulator, endpoint and sandboxed actor).",
+        help="Cap on each worker's live episodes: while one actor thinks, the worker "
+        "serves the others (each with its own endpoint and sandboxed actor). Within it "
+        "a worker admits another live episode only while it keeps up and memory allows. "
+        "auto: the plan's cases, at most 256 parked (or what memory holds of dedicated "
+        "simulators) and what the kernel's limits hold; the launch prints the choice.",
     )
 
 
@@ -630,7 +695,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
     "the LIBERO package, the run directory or the mailbox root.",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
-@_slots_option(1)
+@_slots_option("auto")
 @_simulators_option("parked")
 @_memory_option
 @_executor_options("local")
@@ -646,7 +711,7 @@ def launch(
     confinement: str | None,
     actor_paths: tuple[Path, ...],
     workers: int,
-    slots: int,
+    slots: int | Literal["auto"],
     holding: Holding,
     max_memory: str | None,
     executor: str,
@@ -739,7 +804,7 @@ def resume(
     rerun_errored: bool,
     mailbox_root: Path | None,
     workers: int | None,
-    slots: int | None,
+    slots: int | Literal["auto"] | None,
     holding: Holding | None,
     max_memory: str | None,
     executor: str | None,

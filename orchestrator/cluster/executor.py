@@ -119,6 +119,19 @@ class NodeCapacity:
         return min(int(self.slots // slots), by_memory)
 
 
+def widest_slots(nodes: list[NodeCapacity], workers: int, holding: Holding, at_most: int) -> int:
+    """The most slots, up to `at_most`, with which `nodes` still place `workers` workers
+    (1 if none do: the launch's check then says why)."""
+    low, high = 1, max(1, at_most)
+    while low < high:  # a node places fewer workers the more slots each has
+        mid = (low + high + 1) // 2
+        if sum(n.workers(mid, holding) for n in nodes) >= workers:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 @dataclass(frozen=True)
 class RayExecutor:
     """`--executor ray`: `address` is Ray's (`auto`: the cluster this machine belongs to)."""
@@ -154,6 +167,10 @@ class RayExecutor:
                 )
             )
         return out
+
+    def widest_slots(self, workers: int, holding: Holding, at_most: int) -> int:
+        """`--slots auto` on this cluster (see `widest_slots`)."""
+        return widest_slots(self.nodes(), workers, holding, at_most)
 
     def check(self, workers: int, slots: int, holding: Holding = "dedicated") -> list[NodeCapacity]:
         """Refuse, before anything is written, a launch the cluster cannot place."""
