@@ -238,8 +238,9 @@ class ActorProcess:
                 self._proc.wait(timeout=grace_s)
         self._signal_group(signal.SIGKILL)  # children that outlived the leader
         status = self._proc.wait()
-        if self.identity.uid is not None:
+        if self.identity.uid is not None and self.leftover_processes is None:
             self.leftover_processes = kill_leftovers(self.identity.uid)
+        self.identity.release()  # the uid is free for another sandbox only now
         for thread in self._drains:
             thread.join(timeout=5)
         return status

@@ -21,8 +21,10 @@ tmpfs holding only:
 When the orchestrator runs as root, bubblewrap itself starts as a fresh unprivileged
 uid and gid (one per episode, with no passwd entry and no other membership): the
 actor's files belong to it outside, it owns nothing of the evaluator, and after the
-episode no process of that uid may remain (`leftover_processes`). The endpoint lets
-that group in (`create_endpoint(actor_gid=...)`).
+episode no process of that uid may remain (`leftover_processes`). The uid is reserved
+on the machine from its draw until that sweep is done (`uid_reservation.py`), so no
+other live sandbox has it. The endpoint lets that group in
+(`create_endpoint(actor_gid=...)`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import contextlib
 import functools
 import importlib.util
 import os
-import secrets
 import shutil
 import signal
 import site
@@ -46,6 +47,11 @@ from pathlib import Path
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.profiles import REPO_ROOT
 from mailroom.orchestrator.actors.seccomp import SeccompUnavailableError, filter_program
+from mailroom.orchestrator.actors.uid_reservation import (
+    RESERVATIONS,
+    UidReservation,
+    reserve_uid,
+)
 from mailroom.orchestrator.families.packages import private_modules
 from mailroom.orchestrator.families.registry import private_paths
 
@@ -117,19 +123,33 @@ def find_tool() -> SandboxTool:
 
 @dataclass(frozen=True)
 class OuterIdentity:
-    """The uid and gid bubblewrap starts as outside (None: the evaluator's own)."""
+    """The uid and gid bubblewrap starts as outside (None: the evaluator's own).
+
+    A fresh one is reserved on this machine (`uid_reservation.py`) until `release`,
+    which comes after its sandbox stopped and the sweep of its leftover processes.
+    """
 
     uid: int | None
     gid: int | None
+    reservation: UidReservation | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def fresh(cls) -> OuterIdentity:
+    def fresh(
+        cls,
+        *,
+        reservations: Path = RESERVATIONS,
+        base: int = OUTER_ID_BASE,
+        span: int = OUTER_ID_SPAN,
+    ) -> OuterIdentity:
         if os.geteuid() != 0:
             return cls(None, None)  # an unprivileged evaluator cannot change user
-        while True:
-            number = OUTER_ID_BASE + secrets.randbelow(OUTER_ID_SPAN)
-            if not leftover_processes(number):  # never one another sandbox is using
-                return cls(number, number)
+        held = reserve_uid(base, span, clear=cleared_of_leftovers, directory=reservations)
+        return cls(held.uid, held.uid, held)
+
+    def release(self) -> None:
+        """Give the uid back (nothing for the evaluator's own); again is harmless."""
+        if self.reservation is not None:
+            self.reservation.release()
 
 
 def leftover_processes(uid: int) -> list[int]:
@@ -169,6 +189,21 @@ def kill_leftovers(uid: int, settle_s: float = 2.0) -> int:
             finally:
                 os.close(pidfd)
     return len(pids)
+
+
+def cleared_of_leftovers(uid: int, settle_s: float = 2.0) -> bool:
+    """Whether no process of `uid` is left, once what there was has been killed and given
+    `settle_s` to go: a newly reserved uid may still have a process of the sandbox of a
+    worker that was killed while it held it."""
+    if not leftover_processes(uid):
+        return True
+    kill_leftovers(uid, settle_s=0.0)
+    deadline = time.monotonic() + settle_s
+    while leftover_processes(uid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _package_dir(name: str) -> Path | None:
@@ -648,6 +683,10 @@ def _probe(tool_path: str, as_root: bool) -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
+    finally:
+        if identity.uid is not None:
+            kill_leftovers(identity.uid)
+        identity.release()
     if out.returncode != 0:
         return (out.stderr.strip() or f"exit status {out.returncode}")[:500]
     return None

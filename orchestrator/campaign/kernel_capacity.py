@@ -30,8 +30,10 @@ FDS_PER_EPISODE = 10
 # 80 frames of 2 cameras in 5 `EpisodeVideo`s: +2 each, no thread).
 VIDEO_FDS_PER_EPISODE = 2
 # The worker with no live episode: stdin/stdout/stderr, multiprocessing's pipes and
-# queues, the hub's inotify descriptor (measured as the intercept: 414 fds at 40 live).
-WORKER_BASE_FDS = 14
+# queues, the hub's inotify descriptor (measured as the intercept: 414 fds at 40 live),
+# and, run as root, the file its sandboxes' uid reservations are held in (one for all
+# of them: `actors/uid_reservation.py`).
+WORKER_BASE_FDS = 15
 # /proc/<worker>/task: one thread per actor output stream (stdout, stderr), for the
 # episode's lifetime; no thread per inbox (the worker's one `InboxHub` serves them all).
 THREADS_PER_EPISODE = 2

@@ -234,6 +234,8 @@ def blinded_episode(
                 },
                 **actor.stop_details(),
             )
+        if identity is not None:
+            identity.release()  # after the actor's stop and sweep; if it never started
         mailbox.sweep_late()  # what the actor wrote between the close and its end
         endpoint.held.close()
         evidence.close()
