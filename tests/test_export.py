@@ -32,6 +32,7 @@ from mailroom.orchestrator.records.result import (
     EpisodeResult,
     Latency,
     Outcome,
+    ResultSimulator,
     Termination,
     TypedError,
     Usage,
@@ -85,6 +86,7 @@ def write_result(
     executed: int,
     proprio: bool,
     interrupted: bool = False,
+    simulator: ResultSimulator = "dedicated",
 ) -> EpisodeResult:
     entry = load_catalog().entry(case.suite, case.task_index)
     termination: Termination | None = {
@@ -130,7 +132,7 @@ def write_result(
         blinded=True,
         confinement=ConfinementRecord(mode="external", network=None),
         instructions_version="v1",
-        simulator="dedicated",
+        simulator=simulator,
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",
         wall_time_s=60.0,
@@ -225,7 +227,7 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     run, (case0, case1) = make_run(tmp_path, proprio=False)
     # case 0: attempt 1 was interrupted (no steps file), attempt 2 succeeded, with videos
     write_result(run, case0, 1, outcome="error", executed=7, proprio=False, interrupted=True)
-    write_result(run, case0, 2, outcome="success", executed=5, proprio=False)
+    write_result(run, case0, 2, outcome="success", executed=5, proprio=False, simulator="parked")
     write_steps(run, case0, 2, 5, proprio=False, success_at=4)
     write_videos(run, case0, 2, frames=5)
     # case 1: attempt 1 failed; attempt 2's result is corrupt; attempt 3 has none yet
@@ -271,6 +273,8 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     assert column(episodes, "steps") == [None, 5, 3]  # interrupted: no steps file, still a row
     assert column(episodes, "blinded") == [True, True, False]
     assert column(episodes, "leak_disclosed") == [False, False, True]
+    assert episodes.schema.field("simulator").type == pa.string()
+    assert column(episodes, "simulator") == ["dedicated", "parked", "dedicated"]
     assert column(episodes, "suite") == ["libero_10"] * 3
     assert column(episodes, "task_index") == [0, 0, 1]
     assert column(episodes, "seed") == [case0.seed] * 3

@@ -3,7 +3,9 @@
 episodes: one row per result document, in plan order then attempt order; earlier
 attempts of a case are kept and flagged `superseded`. Video columns hold each camera's
 MP4 path relative to the run directory, or null; `group` is the report's group of the
-case (a LIBERO-Plus perturbation category, a LIBERO-Para paraphrase cell), or null.
+case (a LIBERO-Plus perturbation category, a LIBERO-Para paraphrase cell), or null;
+`simulator` is how the episode's simulator was held (`parked`, `dedicated`, `none` if the
+episode never started), null for a result before `mailroom.episode_result/v5`.
 
 steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
 LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
@@ -251,6 +253,7 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("blinded", pa.bool_()),
         ("leak_disclosed", pa.bool_()),
         ("confinement", text),
+        ("simulator", text),
         ("proprio", pa.bool_()),
         ("bddl_sha256", text),
         ("init_states_sha256", text),
@@ -461,6 +464,8 @@ def _episode_row(
         "leak_disclosed": leaked,
         # v1 results predate confinement: their spawned actors were not confined.
         "confinement": None if r.confinement is None else r.confinement.mode,
+        # v1 to v4 results do not say how their simulator was held: null, never a guess.
+        "simulator": r.simulator,
         "proprio": r.settings.proprio,
         "bddl_sha256": r.case.bddl_sha256,
         "init_states_sha256": r.case.init_states_sha256,
