@@ -26,6 +26,15 @@ def as_v1(path: Path) -> None:
     path.write_text(json.dumps(document))
 
 
+def as_v4(path: Path) -> None:
+    """The result as v4 wrote it: everything but how its simulator was held."""
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v4"
+    del document["simulator"]
+    assert schema_errors("mailroom.episode_result/v4", document) == []
+    path.write_text(json.dumps(document))
+
+
 def test_a_v1_result_reports_as_not_confined_beside_a_v2_one(tmp_path: Path) -> None:
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
@@ -39,6 +48,10 @@ def test_a_v1_result_reports_as_not_confined_beside_a_v2_one(tmp_path: Path) -> 
     assert report.overall.not_confined == 2  # neither was confined by the sandbox
     assert report.not_confined_attempts == sorted(c.attempt_id(1) for c in cases[:2])
     assert report.overall.completed == 2
+    # A v1 result does not say how its simulator was held: unknown, null in the export.
+    assert report.simulators == {"dedicated": 1, "unknown": 1}
+    exported = pq.read_table(export_parquet(run.root).episodes_file)
+    assert exported.column("simulator").to_pylist() == ["dedicated", None]
 
 
 def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(

@@ -21,7 +21,7 @@ from mailroom.orchestrator.results.reporter import Report, Tally, build_report
 from pydantic import ValidationError
 from rich.console import Console
 from test_export import make_run, write_result
-from test_report_confinement import as_v1
+from test_report_confinement import as_v1, as_v4
 
 WIDTH = 80
 
@@ -83,11 +83,14 @@ def assert_fits(text: str) -> None:
 
 @pytest.fixture
 def five_cases(tmp_path: Path) -> tuple[RunDirectory, list[Case]]:
-    """One success, one failure, one infrastructure error, one interrupted, one unattempted."""
+    """One success, one failure, one infrastructure error, one interrupted, one unattempted;
+    the success's simulator was parked, the failure's result is a v4 one (which does not
+    say how its simulator was held), the error's and the interrupted one's were their own."""
     run, cases = make_development_run(tmp_path)
     assert len(cases) == 5
-    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False, simulator="parked")
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
+    as_v4(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     write_result(run, cases[2], 1, outcome="error", executed=0, proprio=False)
     _started(run, cases[3], 1)
     record_interrupted(run, cases[3].attempt_id(1), reason="the orchestrator stopped")
@@ -137,6 +140,8 @@ def test_the_json_document_names_both_rates(
     definitions = document["definitions"]
     assert "completed + errored + unattempted" in definitions["selected"]
     assert "success + failure" in definitions["completed"]
+    assert document["simulators"] == {"parked": 1, "dedicated": 2, "unknown": 1}
+    assert "parked" in definitions["simulators"]
 
 
 def test_the_table_fits_80_columns_with_both_rates(
@@ -153,6 +158,7 @@ def test_the_table_fits_80_columns_with_both_rates(
     assert "overall success over selected: 1/5 (20.0%, 95% interval 3.6-62.4%)\n" in text
     assert "overall success over completed: 1/2 (50.0%, 95% interval 9.5-90.5%)\n" in text
     assert "incomplete: 1 of 5 selected cases unattempted" in text
+    assert "simulators: 1 parked, 2 dedicated, 1 unknown (results before v5)\n" in text
 
 
 def test_the_command_prints_the_same_table_in_an_80_column_terminal(
@@ -204,6 +210,8 @@ def test_worker_lost_and_corrupt_are_errored_v1_still_counts(tmp_path: Path) -> 
     assert [c["file"] for c in report.corrupt_results] == [str(corrupt)]
     assert report.superseded_attempts == [cases[3].attempt_id(1)]
     assert report.confinement_modes == {"external": 2, "unrecorded": 1}  # corrupt: unknown
+    assert report.simulators == {"dedicated": 2, "unknown": 1}  # the v1 result's: unknown
+    assert "simulators: 2 dedicated, 1 unknown (results before v5)" in render(report)
     assert "corrupt result, counted as errored" in " ".join(render(report).split())
 
     # A resume records the corrupt attempt as interrupted: the counts do not move.
@@ -252,6 +260,7 @@ def test_long_suite_names_and_large_counts_still_fit() -> None:
     )
     text = render(report)
     assert_fits(text)
+    assert "simulators: no result yet\n" in text  # a report made without the count
     assert row(text, "overall")[1:9] == [
         *("6510", "5243", "1241", "4002", "1001", "266"),
         *("19.1%", "23.7%"),

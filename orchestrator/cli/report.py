@@ -136,6 +136,20 @@ def overall_lines(t: Tally) -> list[str]:
     return said
 
 
+# The report's simulator labels that need words beside them in a line.
+SIMULATOR_WORDS: dict[str, str] = {
+    "none": "none (never started)",
+    "unknown": "unknown (results before v5)",
+}
+
+
+def simulators_line(simulators: dict[str, int]) -> str:
+    """`simulators: 180 parked, 20 dedicated`: the cases with a result by how their
+    simulator was held."""
+    said = ", ".join(f"{n} {SIMULATOR_WORDS.get(label, label)}" for label, n in simulators.items())
+    return f"simulators: {said or 'no result yet'}"
+
+
 def print_report(report: Report, out: Console = console) -> None:
     out.print(report_table(report))
     for line in legend():
@@ -147,6 +161,7 @@ def print_report(report: Report, out: Console = console) -> None:
         out.print("[yellow]diagnostic profile: infrastructure evidence, not a capability score")
     modes = ", ".join(f"{mode} {n}" for mode, n in report.confinement_modes.items()) or "none yet"
     out.print(f"confinement of the attempts: {modes}", highlight=False)
+    out.print(escape(simulators_line(report.simulators)), highlight=False)
     if report.not_confined_attempts:
         out.print(
             f"[yellow]{len(report.not_confined_attempts)} attempts were NOT confined[/yellow] "

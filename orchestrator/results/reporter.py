@@ -24,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.families.base import UnknownBenchmarkError
@@ -34,7 +34,7 @@ from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
-from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult
+from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult, ResultSimulator
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -66,7 +66,15 @@ DEFINITIONS: dict[str, str] = {
     ),
     "not_blinded": "cases whose latest attempt was disclosed or ran not blinded",
     "not_confined": "cases whose latest attempt's actor was not in the orchestrator's sandbox",
+    "simulators": (
+        "cases with a result by how its simulator was held: parked (its task's shared "
+        "simulator, docs/parking.md), dedicated (its own), none (the episode never started), "
+        "unknown (a result before mailroom.episode_result/v5 does not say)"
+    ),
 }
+# How a case's simulator was held, in the report's words, in the order they are shown.
+SIMULATOR_UNKNOWN = "unknown"
+SIMULATOR_LABELS: tuple[str, ...] = (*get_args(ResultSimulator), SIMULATOR_UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -212,6 +220,8 @@ class Report(BaseModel):
     not_blinded_attempts: list[str]
     not_confined_attempts: list[str]
     confinement_modes: dict[str, int]
+    # Cases with a result by how its simulator was held (`SIMULATOR_LABELS`, none at 0).
+    simulators: dict[str, int] = Field(default_factory=dict)
 
     def tally_rows(self) -> list[tuple[str, str | None, Tally]]:
         """Each suite, then its groups (categories, cells) under it, then overall (suite
@@ -234,6 +244,16 @@ def confinement_label(result: EpisodeResult) -> str:
     if record.mode == "sandbox" and record.network == "host":
         return "sandbox (host network)"
     return record.mode
+
+
+def simulator_label(result: EpisodeResult) -> str:
+    """How an attempt's simulator was held, in the report's words: `parked`,
+    `dedicated`, `none` (its episode never started), or `unknown`: a result before v5
+    does not say, and a value outside those three is never repeated."""
+    held = result.simulator
+    if isinstance(held, str) and held in get_args(ResultSimulator):
+        return held
+    return SIMULATOR_UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -341,6 +361,7 @@ def build_report(run_dir: Path) -> Report:
     cases = case_counts(plan.to_cases(), latest, disclosed_attempts(run), run_in_use=run.in_use())
     by_suite: dict[str, list[CaseCount]] = defaultdict(list)
     modes: dict[str, int] = defaultdict(int)
+    held: dict[str, int] = defaultdict(int)
     not_confined: list[str] = []
     by_category: dict[str, list[CaseCount]] = defaultdict(list)
     for case, selected in zip(cases, plan.to_cases(), strict=True):
@@ -350,6 +371,7 @@ def build_report(run_dir: Path) -> Report:
             by_category[f"{case.suite}/{group}"].append(case)
         if isinstance(case.result, EpisodeResult) and case.attempt_id is not None:
             modes[confinement_label(case.result)] += 1
+            held[simulator_label(case.result)] += 1
             if not case.result.confined:
                 not_confined.append(case.attempt_id)
     overall = tally(cases)
@@ -369,6 +391,7 @@ def build_report(run_dir: Path) -> Report:
         ),
         not_confined_attempts=sorted(not_confined),
         confinement_modes=dict(sorted(modes.items())),
+        simulators={label: held[label] for label in SIMULATOR_LABELS if held[label]},
     )
 
 
