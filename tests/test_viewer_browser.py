@@ -205,6 +205,8 @@ def test_the_agents_own_account_unfolds_under_each_call_as_text_and_runs_nothing
     root, directory = traced_run(tmp_path, "claude_stream_json", claude_episode(HOSTILE))
     build_site(root, tmp_path / "site")
     view = Page(browser, (tmp_path / "site" / "attempts" / directory.name / "index.html").as_uri())
+    held = view.page.locator("table.identity tr", has=view.page.locator("th", has_text="simulator"))
+    assert held.locator("td").inner_text() == "dedicated"  # how its simulator was held
     calls = view.page.locator("section.decision")
     assert calls.count() == 2
     for i in range(2):

@@ -8,15 +8,18 @@ import re
 import subprocess
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import mailroom_exe
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.chart import action_chart
-from mailroom.orchestrator.viewer.pages import CSP
+from mailroom.orchestrator.viewer.pages import ATTEMPT_COLUMNS, CSP, attempt_page, attempt_row
 from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import MAX_SHOWN_BYTES, read_timeline
 from test_export import make_run, write_result
+from test_report_confinement import as_v4
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
@@ -99,8 +102,48 @@ def test_the_site_escapes_what_an_actor_wrote_and_links_every_attempt(tmp_path: 
     index = (out / "index.html").read_text()
     assert f'href="attempts/{directory.name}/index.html"' in index
     assert "Wilson 95%" in index and "refresh" not in index
+    assert "<tr><th>simulator</th><td>dedicated</td></tr>" in page
     # A second build writes nothing new.
     assert build_site(root, out).pages_written == 0
+
+
+def _simulator_cells(index: str) -> dict[str, str]:
+    """Each attempt's `simulator` cell in the run page's attempts table."""
+    cells: dict[str, str] = {}
+    for row in re.findall(r'<tr class="attempt".*?</tr>', index):
+        shown = re.findall(r"<td>(.*?)</td>", row)
+        attempt = re.sub(r"<[^>]*>", "", shown[0])
+        cells[attempt] = shown[ATTEMPT_COLUMNS.index("simulator")]
+    return cells
+
+
+def test_how_each_attempts_simulator_was_held_is_shown_unknown_before_v5(
+    tmp_path: Path,
+) -> None:
+    run, cases = make_run(tmp_path, proprio=False, run_id="run-held")
+    parked, older = cases[0].attempt_id(1), cases[1].attempt_id(1)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False, simulator="parked")
+    write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
+    as_v4(run.episode_dir(older) / "result.json")
+    out = tmp_path / "site"
+    build_site(run.root, out)
+    assert _simulator_cells((out / "index.html").read_text()) == {
+        parked: "parked",
+        older: "unknown",
+    }
+    shown = (out / "attempts" / parked / "index.html").read_text()
+    assert "<tr><th>simulator</th><td>parked</td></tr>" in shown
+    shown = (out / "attempts" / older / "index.html").read_text()
+    assert "<tr><th>simulator</th><td>unknown (a result before v5 does not say)</td></tr>" in shown
+    # A value outside parked, dedicated and none is never repeated, escaped or not.
+    (record,) = [r for r in RunDirectory(run.root).attempts() if r.attempt_id == parked]
+    timeline = read_timeline(record)
+    assert isinstance(timeline.result, EpisodeResult)
+    forged = replace(timeline, result=timeline.result.model_copy(update={"simulator": MARKUP}))
+    assert attempt_row(forged, latest=True)["simulator"] == "unknown"
+    page = attempt_page(forged, live=False)
+    assert "<tr><th>simulator</th><td>unknown</td></tr>" in page
+    assert "alert" not in page
 
 
 def test_the_action_chart_marks_the_native_success_at_its_control() -> None:

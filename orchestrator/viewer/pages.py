@@ -19,7 +19,7 @@ from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.proportions import Interval
-from mailroom.orchestrator.results.reporter import Report
+from mailroom.orchestrator.results.reporter import Report, simulator_label
 from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
@@ -146,6 +146,7 @@ ATTEMPT_COLUMNS = (
     "termination",
     "policy calls",
     "controls",
+    "simulator",
     "error",
     "latest",
 )
@@ -163,6 +164,7 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         "termination": "",
         "policy calls": "",
         "controls": "",
+        "simulator": "",
         "error": "",
         "latest": "yes" if latest else "superseded",
     }
@@ -174,6 +176,7 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         row["termination"] = result.termination or result.truncation or ""
         row["policy calls"] = str(result.counters.policy_calls)
         row["controls"] = str(result.counters.executed_controls)
+        row["simulator"] = simulator_label(result)
         row["error"] = ", ".join(f"{e.kind}: {e.code}" for e in result.errors)
     elif isinstance(result, CorruptResult):
         row["error"] = result.reason
@@ -450,6 +453,13 @@ def _account_notes(trace_format: str | None, trace: Trace | None, *, live: bool)
     )
 
 
+def _simulator(result: EpisodeResult) -> str:
+    """How the attempt's simulator was held, for its page (docs/parking.md)."""
+    if result.simulator is None:
+        return f"{simulator_label(result)} (a result before v5 does not say)"
+    return simulator_label(result)
+
+
 def attempt_page(
     timeline: AttemptTimeline,
     *,
@@ -481,6 +491,7 @@ def attempt_page(
             ("first success policy call", c.first_success_policy_call),
             ("blinded", result.blinded),
             ("confined", result.confined),
+            ("simulator", _simulator(result)),
             ("wall time (s)", result.wall_time_s),
         ]
         if result.errors:
