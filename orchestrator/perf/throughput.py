@@ -194,8 +194,12 @@ def throughput_run(
         "episodes_per_hour": round(len(cases) * 3600 / elapsed, 1),
         "episodes_per_hour_all_busy": round(steady, 1) if steady is not None else None,
         "max_live_episodes": tally.max_live,
-        "queue_delay_ms_p50": round(percentile(queue_s, 0.5) * 1000, 1) if queue_s else None,
-        "queue_delay_ms_p95": round(percentile(queue_s, 0.95) * 1000, 1) if queue_s else None,
+        **{
+            f"queue_delay_ms_p{round(q * 100)}": (
+                round(percentile(queue_s, q) * 1000, 1) if queue_s else None
+            )
+            for q in (0.5, 0.9, 0.95, 0.99)
+        },
         "queue_delay_ms_max": round(max(queue_s) * 1000, 1) if queue_s else None,
         "decisions": len(queue_s),
         "first_simulator_mb": _median(tally.first_costs_mb),
