@@ -19,7 +19,12 @@ from mailroom.orchestrator.campaign.admission import (
     MachineMemory,
     MemoryPolicy,
 )
-from mailroom.orchestrator.campaign.kernel_capacity import Launch, kernel_slots_that_fit, refusal
+from mailroom.orchestrator.campaign.kernel_capacity import (
+    WORKER_BASE_FDS,
+    Launch,
+    kernel_slots_that_fit,
+    refusal,
+)
 from mailroom.orchestrator.campaign.slot_choice import PARKED_SLOTS_CEILING, choose_slots
 from test_kernel_capacity import ROOMY
 
@@ -40,9 +45,9 @@ def test_parked_takes_the_plans_cases_up_to_the_ceiling() -> None:
 def test_the_kernels_limits_bound_the_choice_and_never_refuse_it() -> None:
     tight = dataclasses.replace(ROOMY, open_files=200, open_files_hard=200)
     fit = kernel_slots_that_fit(Launch(1, 1, 500, record_full=False), tight)
-    assert fit == (200 - 14) // 10  # the worker's descriptors, 10 per live episode
+    assert fit == (200 - WORKER_BASE_FDS) // 10  # the worker's descriptors, 10 per episode
     # With videos, 12 each.
-    assert kernel_slots_that_fit(Launch(1, 1, 500), tight) == (200 - 14) // 12
+    assert kernel_slots_that_fit(Launch(1, 1, 500), tight) == (200 - WORKER_BASE_FDS) // 12
     choice = choose_slots(
         holding="parked", workers=1, cases=500, policy=MemoryPolicy(), kernel_fit=fit
     )
