@@ -29,6 +29,7 @@ import pytest
 from conftest import copied_actor, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
+from mailroom.orchestrator.actors.lifetime import INIT_NAME
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign import kernel_capacity as kc
@@ -81,7 +82,10 @@ def _measure(worker: int, mailbox: Path) -> dict[str, Any]:
     episodes started (first observation published) before and after."""
     started = _count(mailbox, "*/outbox/obs-1.json")
     held = holdings(worker)
-    below = descendants(worker)
+    # The init of the worker's pid namespace (`actors/lifetime.py`) is one process below
+    # it whatever the episodes; the rest is theirs.
+    everything = descendants(worker)
+    below = [p for p in everything if p.name != INIT_NAME]
     bwrap = [p.pid for p in below if p.name == "bwrap"]
     return {
         "started": (started, _count(mailbox, "*/outbox/obs-1.json")),
@@ -95,6 +99,7 @@ def _measure(worker: int, mailbox: Path) -> dict[str, Any]:
         "tasks_below": sum(p.threads for p in below),
         "namespaces": namespaces(bwrap),
         "open_files_limit": _open_files_limit(worker),
+        "inits": len(everything) - len(below),
     }
 
 
@@ -236,6 +241,7 @@ def test_300_live_episodes_in_one_worker_stay_within_every_limit(
     assert at["bwrap"] == LIVE * kc.BWRAP_PROCESSES_PER_EPISODE
     assert at["actors"] == LIVE * kc.ACTOR_PROCESSES_PER_EPISODE
     assert at["processes_below"] == at["tasks_below"] == LIVE * kc.PROCESSES_PER_EPISODE
+    assert at["inits"] == 1  # the init of the worker's pid namespace
     # One user namespace per sandbox (the outer bubblewraps sit in the host's).
     assert at["namespaces"]["user"] == LIVE * kc.USER_NAMESPACES_PER_EPISODE + 1
     # ... each below its limit.

@@ -19,7 +19,11 @@ from pathlib import Path
 from typing import IO
 
 from mailroom.orchestrator.actors.confinement import REDACTED
-from mailroom.orchestrator.actors.lifetime import die_with_this_process
+from mailroom.orchestrator.actors.lifetime import (
+    die_with_this_process,
+    proc_of_the_namespace,
+    start_in_namespace,
+)
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.sandbox import (
     SAFE_PATH,
@@ -61,17 +65,26 @@ def first_for_the_oom_killer() -> None:
 
 
 def _child_setup(
-    rlimits: list[tuple[int, int]], own_user: bool, processes: int | None
+    rlimits: list[tuple[int, int]], identity: OuterIdentity, processes: int | None
 ) -> Callable[[], None]:
-    """Runs in the actor between fork and exec (after any change of user): die with the
-    worker, apply the limits. An actor with a user of its own also gets a process cap
-    (which counts exactly its own processes) and is the first the OOM killer picks."""
+    """Runs in the actor between fork and exec: a `/proc` of the worker's pid namespace
+    (when it holds one: `lifetime.py`), the change of user, then die with the worker
+    (a change of user clears the parent-death signal) and apply the limits. An actor
+    with a user of its own also gets a process cap (which counts exactly its own
+    processes) and is the first the OOM killer picks."""
     die = die_with_this_process()
+    own_proc = proc_of_the_namespace()
+    own_user = identity.uid is not None
     wanted = list(rlimits)
     if own_user and processes is not None:
         wanted.append((resource.RLIMIT_NPROC, processes))
 
     def setup() -> None:
+        own_proc()  # as root: it mounts
+        if identity.uid is not None and identity.gid is not None:
+            os.setgroups([])
+            os.setregid(identity.gid, identity.gid)
+            os.setreuid(identity.uid, identity.uid)
         die()
         if own_user:
             first_for_the_oom_killer()
@@ -160,25 +173,25 @@ class ActorProcess:
                 _private_file(stream.path)
         popen_argv = self.argv if sandbox is None else sandbox.argv
         try:
-            self._proc = subprocess.Popen(
-                popen_argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=workdir if sandbox is None else "/",
-                env=self.env,
-                start_new_session=True,
-                close_fds=True,
-                pass_fds=() if sandbox is None else tuple(sandbox.pass_fds),
-                user=self.identity.uid,
-                group=self.identity.gid,
-                extra_groups=[] if self.identity.uid is not None else None,
-                preexec_fn=_child_setup(
-                    _limit_resources(self.limits),
-                    self.identity.uid is not None,
-                    self.limits.processes,
-                ),
-            )
+            # In the worker's own pid namespace when it holds one: the actor dies with
+            # the worker whatever bubblewrap's set-up is doing (`lifetime.py`).
+            with start_in_namespace():
+                self._proc = subprocess.Popen(
+                    popen_argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    cwd=workdir if sandbox is None else "/",
+                    env=self.env,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=() if sandbox is None else tuple(sandbox.pass_fds),
+                    preexec_fn=_child_setup(
+                        _limit_resources(self.limits),
+                        self.identity,
+                        self.limits.processes,
+                    ),
+                )
         finally:
             if sandbox is not None:
                 sandbox.close()

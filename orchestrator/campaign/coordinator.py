@@ -16,6 +16,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
-from mailroom.orchestrator.actors.lifetime import die_with_parent
+from mailroom.orchestrator.actors.lifetime import die_with_parent, hold_children_in_pid_namespace
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
@@ -167,7 +168,11 @@ def _next_group(work_q: Any, block: bool) -> list[Work] | None:
 
 def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
     die_with_parent(parent_pid)
+    # Before any other thread or child: the actors this worker starts go into a pid
+    # namespace whose init exits with it, so none outlives it (`actors/lifetime.py`).
+    held = hold_children_in_pid_namespace()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    report_q.put(("actor_lifetime", "", 0, held.mode, held.detail))
     # Each live episode holds about a dozen descriptors (`kernel_capacity`): the soft
     # limit goes up to the hard one, and the worker says what it was.
     opened = raise_open_files()
@@ -189,6 +194,15 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
 
 
 Listener = Callable[[str, tuple[Any, ...]], None]
+
+
+def unheld_warning(detail: str) -> str:
+    """What a launch says when its workers cannot hold their actors in a pid namespace."""
+    return (
+        f"warning: actors are not held in a pid namespace of their worker ({detail}); "
+        "they die with it by their parent-death signal alone, so an actor whose sandbox "
+        "is being set up when its worker is killed can outlive it (docs/confinement.md)"
+    )
 
 
 @dataclass(frozen=True)
@@ -224,6 +238,7 @@ def run_work(
     in_flight: set[tuple[str, int]] = set()
     lost: list[tuple[str, int, str]] = []
     remaining = len(work)
+    warned = False
     try:
         while remaining > 0:
             try:
@@ -233,6 +248,10 @@ def run_work(
                     break
                 continue
             kind, case_id, attempt, *rest = message
+            unheld = kind == "actor_lifetime" and rest[0] != "pid_namespace"
+            if unheld and config.launcher is not None and not warned:
+                warned = True  # once a launch (each worker says the same)
+                print(unheld_warning(str(rest[1])), file=sys.stderr, flush=True)
             listener(kind, (case_id, attempt, *rest))
             if kind == "started":
                 in_flight.add((case_id, attempt))

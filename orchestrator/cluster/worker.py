@@ -133,10 +133,15 @@ class ClusterWorker:
 
     def run(self) -> None:
         """Serve episodes until the driver offers None; the staging folder goes last."""
+        from mailroom.orchestrator.actors.lifetime import hold_children_in_pid_namespace
         from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
         from mailroom.orchestrator.campaign.slots import LiveEpisodes
 
         raise_open_files()  # each live episode holds about a dozen (`kernel_capacity`)
+        # The actors go into a pid namespace whose init exits with this process (not with
+        # this thread, one of Ray's), so none outlives it (`actors/lifetime.py`).
+        held = hold_children_in_pid_namespace(die_with_thread=False)
+        self._report(("actor_lifetime", "", 0, held.mode, held.detail))
 
         open_simulator = self.config.simulator
         if open_simulator is None:
