@@ -5,11 +5,9 @@ exists is complete and valid; no actor or worker survives. At the end every case
 exactly one result, and attempts cut short after their actor saw observations are
 recorded as interrupted.
 
-One fault is known and not yet removed: a sandbox that outlives a worker killed while
-bubblewrap sets it up (`known_faults.BWRAP_SETUP_SURVIVOR`, about once in 100-180 kills;
-issue 33 removes it). A survivor of exactly that shape is ended, counted and reported
-as a `KnownFault` warning, up to `KNOWN_SURVIVORS_ALLOWED` in one run; any other survivor,
-or more of them than that, fails the test as before.
+Every survivor fails the test: a worker holds its actors in a pid namespace of its own,
+so not even a sandbox that bubblewrap was still setting up outlives it
+(`actors/lifetime.py`; `test_worker_lifetime.py` kills workers at random moments).
 """
 
 from __future__ import annotations
@@ -25,22 +23,12 @@ from pathlib import Path
 
 import pytest
 from conftest import copied_actor, launch_command, mailroom_exe, sandbox_processes_left
-from known_faults import (
-    BWRAP_SETUP_SURVIVOR,
-    bwrap_setup_survivors,
-    end_known_survivors,
-    report_known_fault,
-)
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.episode.video import probe_video
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
 KILLS = 20
-# Seen once in 20 kills in one of five runs: three or more in one run of 20 kills would
-# be a far higher rate than the known fault has (well under 1 in 1,000 runs at 1 in 100
-# kills), so it fails as a new fault.
-KNOWN_SURVIVORS_ALLOWED = 2
 
 
 def _survivors(marker: str) -> list[int]:
@@ -81,19 +69,9 @@ def _left_after(marker: str, bound_s: float = 15.0) -> list[int]:
     return []
 
 
-def _actors_left_after_kill(marker: str, kill: int, known: list[str]) -> list[str]:
-    """Actors still there after the kill, described; a survivor of the known fault's
-    exact shape is ended and appended to `known` instead (while fewer than allowed)."""
-    left = _left_after(marker)
-    if not left:
-        return []
-    described = [_described(pid) for pid in left]
-    roots = bwrap_setup_survivors(left)
-    if roots is None or len(known) >= KNOWN_SURVIVORS_ALLOWED:
-        return described
-    known.append(report_known_fault(BWRAP_SETUP_SURVIVOR, f"after kill {kill}: {described}"))
-    not_ended = end_known_survivors(roots)
-    return [f"the known survivor could not be ended: {not_ended}"] if not_ended else []
+def _actors_left_after_kill(marker: str) -> list[str]:
+    """Actors still there after the kill, described."""
+    return [_described(pid) for pid in _left_after(marker)]
 
 
 def _check_evidence(run_dir: Path, completed: dict[str, str]) -> None:
@@ -164,7 +142,6 @@ def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None
     )
     again = [mailroom_exe(), "resume", str(run_dir), "--json", "--mailbox-root", str(mailbox)]
     completed: dict[str, str] = {}
-    known: list[str] = []
     kills = 0
     while kills < KILLS:
         # Errored (interrupted) cases come back as new attempts, so kills keep landing.
@@ -185,7 +162,7 @@ def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None
         proc.wait()
         kills += 1
         # Workers and actors die with the coordinator: wait for it, with a generous bound.
-        left = _actors_left_after_kill(str(mailbox), kills, known)
+        left = _actors_left_after_kill(str(mailbox))
         assert left == [], f"an actor outlived the killed coordinator (kill {kills}): {left}"
         started = run_dir.glob("episodes/*/events.jsonl")
         if any(b'"actor_started"' in p.read_bytes() for p in started):
@@ -208,6 +185,5 @@ def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None
     print(
         f"kills: {kills}, interrupted attempts recorded: {len(interrupted)}, "
         f"attempt directories: {len(list((run_dir / 'episodes').iterdir()))}, "
-        f"final errored cases: {report['errored']}, "
-        f"known faults ({BWRAP_SETUP_SURVIVOR}): {len(known)}"
+        f"final errored cases: {report['errored']}"
     )
