@@ -32,6 +32,12 @@ changed, new and missing field names.
 
 What changed the pinned table, newest first:
 
+- each actor has a memory ceiling the kernel enforces (`limits.memory_mb`, a memory
+  cgroup per episode): `actor_started.limits.memory_mb` and `actor_started.memory`
+  (the ceiling, whether it is enforced and by what, the latter volatile: this machine's
+  cgroups) and `actor_stopped.memory` (OOM kills, whether the cgroup was removed, its
+  peak, volatile) are new; the diagnostic profile declares `memory_mb` and says so in
+  its `limits_note`, which changes the manifest's declaration and its hash.
 - the signature reads everything a run writes and an actor sees: the plan, the manifest,
   the run-level events, observation documents, kept PNGs and videos, raw responses, the
   launch message, the endpoint record and the actor's output; volatile fields keep their
@@ -107,10 +113,12 @@ VOLATILE_FIELDS: tuple[str, ...] = (
     # this machine and this checkout: host name, sandbox tool, installed versions, sources
     "*.volatile.host",
     "*.confinement.tool.*",
+    "events.actor_started.memory.by",
     "manifest.environment.*",
     "manifest.project.source_sha256",
-    # depends on the filesystem
+    # depends on the filesystem, and on what the kernel charged to the actor's cgroup
     "events.actor_stopped.endpoint_usage.allocated_bytes",
+    "events.actor_stopped.memory.peak_bytes",
 )
 
 # Files of a run that hold nothing recorded.

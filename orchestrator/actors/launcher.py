@@ -17,6 +17,7 @@ from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.memory_cgroup import episode_cgroup
 from mailroom.orchestrator.actors.process import ActorProcess, render_command
 from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER, LoadedProfile, load_profile
 from mailroom.orchestrator.actors.sandbox import (
@@ -204,18 +205,34 @@ class ProcessLauncher:
                 "network": self.settings.network,
                 "outer_uid": identity.uid,
             }
-        return ActorProcess(
-            argv,
-            instructions=instructions,
-            workdir=endpoint.scratch,
-            limits=self.limits,
-            output_files=output_files,
-            passed_env=passed,
-            fixed_env=fixed,
-            sandbox=command,
-            identity=identity if command is not None else None,
-            confinement=confinement,
-        )
+        # The actor's memory ceiling, where this machine enforces it (`memory_cgroup.py`).
+        try:
+            memory = episode_cgroup(self.limits.memory_mb)
+        except BaseException:
+            if command is not None:
+                command.close()
+            raise
+        try:
+            return ActorProcess(
+                argv,
+                instructions=instructions,
+                workdir=endpoint.scratch,
+                limits=self.limits,
+                output_files=output_files,
+                passed_env=passed,
+                fixed_env=fixed,
+                sandbox=command,
+                identity=identity if command is not None else None,
+                confinement=confinement,
+                memory=memory,
+            )
+        except BaseException:
+            if memory is not None:
+                memory.remove()
+            raise
+        finally:
+            if memory is not None:
+                memory.close_in_parent()  # the child joined it; the parent needs it no more
 
 
 def process_launcher(

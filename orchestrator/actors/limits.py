@@ -6,6 +6,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+DEFAULT_MEMORY_MB = 2048  # an actor's memory ceiling unless its profile declares one
+
 
 class ActorLimits(BaseModel):
     """Limits a method profile declares for its actor processes (null: not limited).
@@ -14,7 +16,9 @@ class ActorLimits(BaseModel):
     `processes` caps the processes and threads of a sandboxed actor, which has a user of
     its own (so the count is exactly its own); the scratch quota is checked by the
     orchestrator on what the actor keeps in its endpoint, so a runaway actor ends as a
-    typed error before the disk fills.
+    typed error before the disk fills. `memory_mb` is the ceiling of the actor's memory
+    cgroup (`memory_cgroup.py`): its processes and the pages of its sandbox's `/tmp` and
+    `/dev/shm`; past it the kernel ends the actor (`memory_limit`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -25,6 +29,7 @@ class ActorLimits(BaseModel):
     processes: Annotated[int, Field(ge=8)] | None = 1024
     scratch_quota_mb: Annotated[int, Field(ge=1)] | None = 1024
     scratch_quota_files: Annotated[int, Field(ge=1)] | None = 100_000
+    memory_mb: Annotated[int, Field(ge=16)] | None = DEFAULT_MEMORY_MB
     # Kept of each of the actor's stdout and stderr (an agent CLI's account of its work
     # on stdout can be long); the rest is counted.
     output_mb: Annotated[int, Field(ge=1, le=1024)] = 1

@@ -25,6 +25,7 @@ from mailroom.orchestrator.actors.lifetime import (
     start_in_namespace,
 )
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.memory_cgroup import EpisodeCgroup, ceiling_record, joined_first
 from mailroom.orchestrator.actors.sandbox import (
     SAFE_PATH,
     OuterIdentity,
@@ -153,6 +154,7 @@ class ActorProcess:
         sandbox: SandboxCommand | None = None,
         identity: OuterIdentity | None = None,
         confinement: dict[str, object] | None = None,
+        memory: EpisodeCgroup | None = None,
     ) -> None:
         self.argv = list(argv)
         self.limits = limits or ActorLimits()
@@ -162,6 +164,7 @@ class ActorProcess:
         self.workdir = workdir
         self.identity = identity or OuterIdentity(None, None)
         self.confinement = confinement or {"mode": "none"}
+        self.memory = memory  # the episode's memory cgroup, joined between fork and exec
         # Where each stream is kept (the run's layout names the files), or nowhere.
         files = output_files or {}
         self.streams = {
@@ -186,10 +189,13 @@ class ActorProcess:
                     start_new_session=True,
                     close_fds=True,
                     pass_fds=() if sandbox is None else tuple(sandbox.pass_fds),
-                    preexec_fn=_child_setup(
-                        _limit_resources(self.limits),
-                        self.identity,
-                        self.limits.processes,
+                    preexec_fn=joined_first(
+                        memory,
+                        _child_setup(
+                            _limit_resources(self.limits),
+                            self.identity,
+                            self.limits.processes,
+                        ),
                     ),
                 )
         finally:
@@ -221,6 +227,7 @@ class ActorProcess:
             "cwd": str(self.workdir),
             "limits": self.limits.model_dump(),
             "confinement": self.confinement,
+            "memory": ceiling_record(self.limits.memory_mb, self.memory),
         }
 
     @property
@@ -253,6 +260,8 @@ class ActorProcess:
         status = self._proc.wait()
         if self.identity.uid is not None and self.leftover_processes is None:
             self.leftover_processes = kill_leftovers(self.identity.uid)
+        if self.memory is not None:
+            self.memory.remove()  # once its processes are gone (any left are killed)
         self.identity.release()  # the uid is free for another sandbox only now
         for thread in self._drains:
             thread.join(timeout=5)
@@ -268,6 +277,8 @@ class ActorProcess:
         }
         if self.leftover_processes is not None:
             details["leftover_processes"] = self.leftover_processes
+        if self.memory is not None:
+            details["memory"] = self.memory.outcome()
         return details
 
     def _signal_group(self, sig: signal.Signals) -> None:

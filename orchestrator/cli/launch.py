@@ -24,6 +24,7 @@ from mailroom.orchestrator.actors.confinement import (
 )
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.memory_cgroup import ceiling_problem
 from mailroom.orchestrator.actors.profiles import (
     AGENT_POLICIES,
     LoadedProfile,
@@ -159,6 +160,35 @@ def build_launcher(
         _refuse(exc)
 
 
+def check_memory_ceiling(
+    memory_mb: int | None, *, spawns_actors: bool, required: bool, executor: str
+) -> None:
+    """Before anything starts: whether each actor's memory ceiling is enforced by the
+    kernel here, said on stderr when it is not; `--require-memory-limit` refuses then
+    (exit 2)."""
+    if required and executor != "local":
+        problem: str | None = "it is checked on this machine, not on a cluster's nodes"
+    elif required and not spawns_actors:
+        problem = "external actors are started by the coordinator, not here"
+    elif not spawns_actors:
+        return
+    else:
+        problem = ceiling_problem(memory_mb)
+    if problem is None:
+        return
+    if required:
+        console.print(
+            f"[red]refused:[/red] --require-memory-limit: {escape(problem)}", highlight=False
+        )
+        sys.exit(EXIT_USAGE)
+    console.print(
+        f"[yellow]memory not enforced:[/yellow] {escape(problem)}; actors run without a "
+        "kernel memory ceiling, as each actor_started event records "
+        "(--require-memory-limit refuses instead)",
+        highlight=False,
+    )
+
+
 def print_launch_message(out: Console, text: str, private_copy: Path) -> None:
     """The launch message exactly as rendered: no wrapping, borders or markup, between
     two marker lines a coordinator does not copy."""
@@ -253,6 +283,7 @@ def _execute(
     executor: str = "local",
     ray_address: str = "auto",
     holding: Holding = "parked",
+    require_memory_limit: bool = False,
 ) -> None:
     from mailroom.orchestrator.campaign.launch import (
         CampaignRequest,
@@ -276,6 +307,12 @@ def _execute(
     except NestedDirectoriesError as exc:
         raise click.UsageError(str(exc)) from exc
     refuse_private_mailbox_root(run_dir, mailbox_root, plan)
+    check_memory_ceiling(
+        profile.profile.limits.memory_mb,
+        spawns_actors=actor_command is not None,
+        required=require_memory_limit,
+        executor=executor,
+    )
     memory = memory or MemoryPolicy()
     choice: SlotChoice | None = None
     if executor == "local":  # a Ray worker's node has limits of its own
@@ -533,6 +570,16 @@ class _SlotsType(click.ParamType["int | Literal['auto']", Any]):
         return count
 
 
+def _require_memory_limit_option(function: F) -> F:
+    return click.option(
+        "--require-memory-limit",
+        is_flag=True,
+        help="Refuse (exit 2) before anything starts unless the kernel enforces each "
+        "actor's memory ceiling here (the profile's limits.memory_mb, a memory cgroup per "
+        "episode). Without it, a launch where it cannot be enforced says so and runs.",
+    )(function)
+
+
 def _slots_option(default: str | None) -> Callable[[F], F]:
     return click.option(
         "--slots",
@@ -698,6 +745,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @_slots_option("auto")
 @_simulators_option("parked")
 @_memory_option
+@_require_memory_limit_option
 @_executor_options("local")
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
 @json_option("Print the report as JSON.")
@@ -714,6 +762,7 @@ def launch(
     slots: int | Literal["auto"],
     holding: Holding,
     max_memory: str | None,
+    require_memory_limit: bool,
     executor: str,
     ray_address: str | None,
     record: RecordMode,
@@ -780,6 +829,7 @@ def launch(
             memory=memory,
             executor=executor,
             ray_address=ray_address or "auto",
+            require_memory_limit=require_memory_limit,
         )
 
 
@@ -796,6 +846,7 @@ def launch(
 @_slots_option(None)
 @_simulators_option(None)
 @_memory_option
+@_require_memory_limit_option
 @_executor_options(None)
 @para_dir_option()
 @json_option("Print the report as JSON.")
@@ -807,6 +858,7 @@ def resume(
     slots: int | Literal["auto"] | None,
     holding: Holding | None,
     max_memory: str | None,
+    require_memory_limit: bool,
     executor: str | None,
     ray_address: str | None,
     as_json: bool,
@@ -850,4 +902,5 @@ def resume(
             memory=_memory_policy(max_memory),
             executor=executor,
             ray_address=ray_address or "auto",
+            require_memory_limit=require_memory_limit,
         )

@@ -12,6 +12,7 @@ from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.process import ActorProcess
 from mailroom.orchestrator.actors.profiles import (
     DEFAULT_INSTRUCTIONS,
     actor_instructions_template,
@@ -60,6 +61,27 @@ def scratch_quota(mailbox: MailboxTransport, limits: ActorLimits) -> ActorCheck:
         return None
 
     return check
+
+
+def memory_limit(actor: ActorHandle) -> list[ActorCheck]:
+    """The kernel's OOM killer ended a process of the actor's memory cgroup: the actor
+    passed its ceiling (read from the cgroup's count, not guessed from an exit signal)."""
+    if not isinstance(actor, ActorProcess) or actor.memory is None:
+        return []
+    cgroup = actor.memory
+
+    def check() -> PolicyFailed | None:
+        kills = cgroup.oom_kills()
+        if kills == 0:
+            return None
+        return PolicyFailed(
+            "memory_limit",
+            f"the kernel's OOM killer ended {kills} process(es) of the actor, which passed "
+            f"its memory ceiling of {cgroup.limit_bytes >> 20} MiB (its /tmp and /dev/shm "
+            "count)",
+        )
+
+    return [check]
 
 
 @dataclass(frozen=True)
@@ -208,7 +230,7 @@ def blinded_episode(
                 endpoint, instructions, identity, evidence.paths.actor_output
             )
             evidence.event("actor_started", **actor.description())
-            transport = ActorGuard(mailbox, actor.alive, checks)
+            transport = ActorGuard(mailbox, actor.alive, [*checks, *memory_limit(actor)])
         elif on_launch_message is not None:
             on_launch_message(instructions)
         result = yield from prepared.runner.steps(prepared.request, transport, evidence)

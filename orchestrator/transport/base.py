@@ -38,7 +38,8 @@ class TimedOut:
 class PolicyFailed:
     """The policy failed to answer: an in-process policy raised, or an actor process ended.
 
-    The policy's own error, typed by `code` (`policy_exception`, `actor_exited`).
+    The policy's own error, typed by `code` (`policy_exception`, `actor_exited`,
+    `memory_limit`: the kernel ended the actor at its memory ceiling).
     """
 
     code: str
@@ -167,7 +168,10 @@ class ActorGuard:
         if outcome is not None:
             return outcome
         if self._dead_at is not None and now - self._dead_at >= self.slice_s:
-            return PolicyFailed("actor_exited", "the actor process ended without answering")
+            # A check may say why it ended (the kernel's OOM killer: `memory_limit`).
+            return self._failed() or PolicyFailed(
+                "actor_exited", "the actor process ended without answering"
+            )
         return None
 
     def _failed(self) -> PolicyFailed | None:
@@ -195,7 +199,9 @@ class ActorGuard:
                 last = self.inner.await_decision(delivery, limits, self.slice_s)
                 if not isinstance(last, TimedOut):
                     return last
-                return PolicyFailed("actor_exited", "the actor process ended without answering")
+                return self._failed() or PolicyFailed(
+                    "actor_exited", "the actor process ended without answering"
+                )
 
     def close(self, last_sequence: int) -> None:
         self.inner.close(last_sequence)
