@@ -66,15 +66,21 @@ def first_for_the_oom_killer() -> None:
 
 
 def _child_setup(
-    rlimits: list[tuple[int, int]], identity: OuterIdentity, processes: int | None
+    rlimits: list[tuple[int, int]],
+    identity: OuterIdentity,
+    processes: int | None,
+    *,
+    namespace_proc: bool = True,
 ) -> Callable[[], None]:
     """Runs in the actor between fork and exec: a `/proc` of the worker's pid namespace
-    (when it holds one: `lifetime.py`), the change of user, then die with the worker
+    (when it holds one: `lifetime.py`; only for bubblewrap, which looks its child up
+    there: an unconfined actor keeps the host's, as it would without the namespace),
+    the change of user, then die with the worker
     (a change of user clears the parent-death signal) and apply the limits. An actor
     with a user of its own also gets a process cap (which counts exactly its own
     processes) and is the first the OOM killer picks."""
     die = die_with_this_process()
-    own_proc = proc_of_the_namespace()
+    own_proc = proc_of_the_namespace() if namespace_proc else (lambda: None)
     own_user = identity.uid is not None
     wanted = list(rlimits)
     if own_user and processes is not None:
@@ -195,6 +201,7 @@ class ActorProcess:
                             _limit_resources(self.limits),
                             self.identity,
                             self.limits.processes,
+                            namespace_proc=sandbox is not None,
                         ),
                     ),
                 )

@@ -99,9 +99,20 @@ def processes() -> list[str]:
     return [_cmdline(p) for p in sorted(os.listdir("/proc")) if p.isdigit()][:200]
 
 
+def parent_pid() -> int:
+    """The parent as /proc shows it: in a pid namespace of its own whose parent lies
+    outside, getppid() says 0, while a /proc of the host still names the parent."""
+    try:
+        ppid = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError) as exc:
+        _note("parent_pid", exc)
+        ppid = 0
+    return ppid or os.getppid()
+
+
 def ancestors() -> list[dict[str, Any]]:
     found = []
-    pid = str(os.getppid())
+    pid = str(parent_pid())
     while pid not in ("0", ""):
         fds = []
         try:
@@ -121,7 +132,7 @@ def ancestors() -> list[dict[str, Any]]:
 
 def parent_memory() -> dict[str, Any]:
     """Read the parent's writable memory and look for names of the run or the task."""
-    ppid = os.getppid()
+    ppid = parent_pid()
     seen: set[str] = set()
     readable = False
     budget = 64 << 20
