@@ -156,6 +156,8 @@ def test_sigkill_mid_episode_then_resume(tmp_path: Path, mailbox_root: Path, pro
             f"{probe} {{endpoint}} --delay 0.4",
             "--workers",
             "1",
+            "--slots",
+            "1",  # in order: the first case ends before the second starts
             "--max-policy-calls",
             "3",
             "--json",
@@ -257,6 +259,8 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(
             f"{probe} {{endpoint}} --delay 0.3",
             "--workers",
             "1",
+            "--slots",
+            "1",  # one case at a time: the other has not started when the worker dies
             "--max-policy-calls",
             "6",
             "--json",
