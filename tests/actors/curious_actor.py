@@ -103,10 +103,12 @@ def parent_pid() -> int:
     """The parent as /proc shows it: in a pid namespace of its own whose parent lies
     outside, getppid() says 0, while a /proc of the host still names the parent."""
     try:
-        ppid = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError) as exc:
+        stat = Path("/proc/self/stat").read_text()
+    except OSError as exc:
         _note("parent_pid", exc)
-        ppid = 0
+        stat = ""
+    fields = stat.rsplit(")", 1)[-1].split()
+    ppid = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
     return ppid or os.getppid()
 
 
