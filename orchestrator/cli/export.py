@@ -1,14 +1,17 @@
-"""`mailroom export`: a run's episodes and steps as Parquet tables."""
+"""`mailroom export`: a run's episodes and steps as Parquet tables, or its attempts as
+Rerun recordings."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
 from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -17,27 +20,45 @@ from rich.table import Table
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(["parquet"]),
+    type=click.Choice(["parquet", "rerun"]),
     default="parquet",
     show_default=True,
-    help="Output format.",
+    help="Output format: two Parquet tables, or one Rerun recording (.rrd) per attempt.",
+)
+@click.option(
+    "--attempt",
+    "attempt_ids",
+    multiple=True,
+    metavar="ID",
+    help="With --format rerun: only this attempt (repeatable; default: every attempt).",
 )
 @click.option(
     "--out",
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Where episodes.parquet and steps.parquet go (default: RUN_DIR/export).",
+    help="Where the files go (default: RUN_DIR/export).",
 )
 @json_option("Print a summary document as JSON.")
-def export(run_dir: Path, format_: str, out_dir: Path | None, as_json: bool) -> None:
+def export(
+    run_dir: Path,
+    format_: str,
+    attempt_ids: tuple[str, ...],
+    out_dir: Path | None,
+    as_json: bool,
+) -> None:
     """Write RUN_DIR's episodes (one row per result document) and steps (one row per
-    executed control, LeRobot-aligned fields) as Parquet.
+    executed control, LeRobot-aligned fields) as Parquet, or with --format rerun one
+    recording per attempt (open one with `rerun FILE.rrd`).
 
-    Corrupt or missing result documents and unusable steps files are skipped and listed.
-    Exit codes: 0 everything exported; 4 exported, but something was skipped;
-    2 usage error (not a run directory, unreadable manifest or plan).
+    Corrupt or missing result documents and unusable steps or evidence are skipped and
+    listed. Exit codes: 0 everything exported; 4 exported, but something was skipped;
+    2 usage error (not a run directory, unreadable manifest or plan, an unknown attempt).
     """
+    if format_ == "rerun":
+        _export_rerun(run_dir, out_dir, attempt_ids, as_json)
+    if attempt_ids:
+        raise click.UsageError("--attempt applies to --format rerun only")
     from mailroom.orchestrator.results.export import ExportError, export_parquet
 
     try:
@@ -57,4 +78,32 @@ def export(run_dir: Path, format_: str, out_dir: Path | None, as_json: bool) -> 
             console.print("observation.state: absent (the run's proprio track was off)")
         for item in summary.skipped:
             console.print(f"[yellow]skipped:[/yellow] {item.file}: {item.reason}")
+    sys.exit(EXIT_INCOMPLETE if summary.skipped else EXIT_OK)
+
+
+def _export_rerun(
+    run_dir: Path, out_dir: Path | None, attempt_ids: tuple[str, ...], as_json: bool
+) -> NoReturn:
+    from mailroom.orchestrator.results.export import ExportError
+    from mailroom.orchestrator.results.rerun_export import export_rerun
+
+    try:
+        summary = export_rerun(run_dir, out_dir, attempt_ids)
+    except ExportError as exc:
+        raise click.UsageError(f"cannot export {run_dir}: {exc}") from exc
+    if as_json:
+        sys.stdout.write(json.dumps(summary.document(), indent=2, sort_keys=True) + "\n")
+    else:
+        table = Table(title=f"Rerun recordings of {run_dir.name}")
+        for column in ("file", "observations", "controls", "decisions", "native success"):
+            table.add_column(column, justify="left" if column == "file" else "right")
+        for r in summary.recordings:
+            success = "-" if r.native_success_control is None else str(r.native_success_control)
+            table.add_row(
+                escape(str(r.file)), str(r.observations), str(r.controls), str(r.decisions), success
+            )
+        console.print(table)
+        console.print("open one with: rerun FILE.rrd")
+        for item in summary.skipped:
+            console.print(f"[yellow]skipped:[/yellow] {escape(item.file)}: {escape(item.reason)}")
     sys.exit(EXIT_INCOMPLETE if summary.skipped else EXIT_OK)

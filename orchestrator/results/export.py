@@ -285,7 +285,7 @@ def _metadata(manifest: dict[str, Any], proprio: bool, cameras: Sequence[str]) -
 
 
 @contextmanager
-def _published(path: Path) -> Iterator[Path]:
+def published_file(path: Path) -> Iterator[Path]:
     """A temporary path beside `path`, renamed onto it only if the block succeeds."""
     temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     try:
@@ -478,7 +478,9 @@ def _episode_row(
     }
 
 
-def _load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
+def load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
+    """The run's checked manifest and each planned case's position in its plan; raises
+    ExportError when the run cannot be read at all (every export format starts here)."""
     if not run.exists():
         raise ExportError(not_a_run_directory(run.root))
     try:
@@ -504,7 +506,7 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
     """Write `episodes.parquet` and `steps.parquet` for `run_dir` into `out_dir`
     (default `run_dir/export`); raises ExportError when the run cannot be read at all."""
     run = RunDirectory(run_dir)
-    manifest, plan_order = _load_run(run)
+    manifest, plan_order = load_run(run)
     proprio = bool(manifest["settings"]["proprio"])
     cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
     out = out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR
@@ -516,7 +518,7 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
     rows: list[dict[str, Any]] = []
     schema = steps_schema(proprio).with_metadata(metadata)
     steps_path = out / STEPS_PARQUET
-    with _published(steps_path) as temporary, pq.ParquetWriter(temporary, schema) as parquet:
+    with published_file(steps_path) as temporary, pq.ParquetWriter(temporary, schema) as parquet:
         writer = _StepsWriter(parquet, schema)
         for episode in episodes:
             try:
@@ -534,7 +536,7 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
         writer.flush()
     table = pa.Table.from_pylist(rows, schema=episodes_schema(cameras).with_metadata(metadata))
     episodes_path = out / EPISODES_PARQUET
-    with _published(episodes_path) as temporary:
+    with published_file(episodes_path) as temporary:
         pq.write_table(table, temporary)
     return ExportSummary(
         out_dir=out,
