@@ -1,17 +1,17 @@
-"""`mailroom view --serve`: the site on localhost, rebuilt while its run goes on."""
+"""`mailroom view --serve`: the site on localhost, rebuilt while its runs go on (one run's
+site, or the comparison site of several)."""
 
 from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.pages import CSP
-from mailroom.orchestrator.viewer.site import build_site
 
 REBUILD_S = 2.0
 HOST = "127.0.0.1"
@@ -31,11 +31,13 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 class LiveSite:
-    """The site served on `HOST:port` (0: any free port), rebuilt every `REBUILD_S`
-    while a launch holds the run, and once more when it stops."""
+    """The site served on `HOST:port` (0: any free port), rebuilt by `build` every
+    `REBUILD_S` while a launch holds any of `run_dirs`, and once more when they stop."""
 
-    def __init__(self, run_dir: Path, out: Path, port: int) -> None:
-        self.run_dir, self.out = run_dir, out
+    def __init__(
+        self, run_dirs: Sequence[Path], out: Path, port: int, build: Callable[[], object]
+    ) -> None:
+        self.run_dirs, self.out, self.build = list(run_dirs), out, build
         handler = functools.partial(_Handler, directory=str(out))
         self.server = ThreadingHTTPServer((HOST, port), handler)
         self._stop = threading.Event()
@@ -48,9 +50,9 @@ class LiveSite:
     def _rebuild(self) -> None:
         was_live = True
         while not self._stop.wait(REBUILD_S):
-            live = RunDirectory(self.run_dir).in_use()
+            live = any(RunDirectory(run_dir).in_use() for run_dir in self.run_dirs)
             if live or was_live:
-                build_site(self.run_dir, self.out)
+                self.build()
             was_live = live
 
     def serve_forever(self, on_ready: Callable[[str], None] = lambda _: None) -> None:

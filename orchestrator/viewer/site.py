@@ -43,7 +43,7 @@ class SiteSummary:
     live: bool
 
 
-def _write_if_changed(path: Path, text: str) -> bool:
+def write_if_changed(path: Path, text: str) -> bool:
     data = text.encode("utf-8")
     if path.is_file() and path.read_bytes() == data:
         return False
@@ -119,12 +119,12 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
             trace_format=trace_format,
             trace=trace,
         )
-        written += _write_if_changed(folder / "index.html", page)
+        written += write_if_changed(folder / "index.html", page)
         rows.append(attempt_row(timeline, latest=record.attempt_id not in superseded))
-    written += _write_if_changed(out / "style.css", STYLE)
-    written += _write_if_changed(out / "viewer.js", SCRIPT)
+    written += write_if_changed(out / "style.css", STYLE)
+    written += write_if_changed(out / "viewer.js", SCRIPT)
     note = _account_note(trace_format, unreadable, len(records))
-    written += _write_if_changed(
+    written += write_if_changed(
         out / "index.html", run_page(report, manifest, rows, live=live, account_note=note)
     )
     return SiteSummary(out=out, attempts=len(records), pages_written=written, live=live)
