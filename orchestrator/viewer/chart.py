@@ -1,6 +1,10 @@
 """Draws an episode's seven action components over its executed controls as inline SVG.
 
-Drawn here from numbers only: nothing an actor wrote reaches the markup as text."""
+Drawn here from numbers only: nothing an actor wrote reaches the markup as text.
+
+The chart's parts never cover one another: the native success's label sits in a band of
+its own above the plot (running left of its line when the line is in the right half), and
+the legend is a row of its own under the axis title."""
 
 from __future__ import annotations
 
@@ -8,8 +12,13 @@ from collections.abc import Sequence
 
 from mailroom.mailbox.action_layout import ACTION_LAYOUT
 
-WIDTH, HEIGHT = 720, 260
-LEFT, RIGHT, TOP, BOTTOM = 44, 110, 14, 30
+WIDTH, HEIGHT = 720, 290
+# The plot's margins: the top one holds the success label, the bottom one the axis title
+# and, below it, the legend.
+LEFT, RIGHT, TOP, BOTTOM = 44, 16, 24, 50
+LABEL_Y = TOP - 8  # the success label's baseline
+AXIS_TITLE_Y = HEIGHT - BOTTOM + 20
+LEGEND_Y = HEIGHT - 12  # the legend row's baseline
 # A short label per component: the layout's names, rotations without their suffix.
 LABELS = tuple(name.removesuffix("_axis_angle") for name in ACTION_LAYOUT)
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#111111")
@@ -55,21 +64,24 @@ def action_chart(actions: Sequence[Sequence[float]], first_success_control: int 
                 f'<polyline points="{points}" fill="none" stroke="{COLOURS[index]}"'
                 ' stroke-width="1.5"/>'
             )
-        ly = TOP + 16 * index + 8
+        lx = LEFT + (WIDTH - LEFT - RIGHT) * index / len(LABELS)
         parts.append(
-            f'<line x1="{WIDTH - RIGHT + 12}" y1="{ly}" x2="{WIDTH - RIGHT + 30}" y2="{ly}"'
-            f' stroke="{COLOURS[index]}" stroke-width="2"/>'
-            f'<text x="{WIDTH - RIGHT + 36}" y="{ly + 4}">{name}</text>'
+            f'<g class="legend"><line x1="{lx:.1f}" y1="{LEGEND_Y - 4}" x2="{lx + 18:.1f}"'
+            f' y2="{LEGEND_Y - 4}" stroke="{COLOURS[index]}" stroke-width="2"/>'
+            f'<text x="{lx + 24:.1f}" y="{LEGEND_Y}">{name}</text></g>'
         )
     if first_success_control is not None and 1 <= first_success_control <= max(controls, 1):
         x = _x(first_success_control, controls)
+        # Right of its line in the left half, left of it in the right half: always inside.
+        right_half = x > (LEFT + WIDTH - RIGHT) / 2
+        label_x, anchor = (x - 4, "end") if right_half else (x + 4, "start")
         parts.append(
             f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{HEIGHT - BOTTOM}" class="success"/>'
-            f'<text x="{x + 4:.1f}" y="{TOP + 10}" class="success-label">native success'
-            f" (control {first_success_control})</text>"
+            f'<text x="{label_x:.1f}" y="{LABEL_Y}" text-anchor="{anchor}"'
+            f' class="success-label">native success (control {first_success_control})</text>'
         )
     parts.append(
-        f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 8}" text-anchor="middle">'
-        f"executed control (1 to {controls})</text></svg>"
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{AXIS_TITLE_Y}" text-anchor="middle">'
+        f"executed control{f' (1 to {controls})' if controls else ''}</text></svg>"
     )
     return "".join(parts)
