@@ -8,7 +8,9 @@ h1 { font-size: 1.4em; word-break: break-all; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 table.identity th { background: #f3f3f3; font-weight: 600; }
-table.suites td, table.attempts td { white-space: nowrap; }
+/* Wide tables fit the window: their cells wrap where they have spaces, but attempt names. */
+table.attempts td:first-child { white-space: nowrap; }
+table.suites .interval { color: #555; font-size: 0.9em; }
 tr.hidden { display: none; }
 pre.untrusted, pre.prefix { background: #f7f7f7; border: 1px solid #ddd; padding: 0.5em;
   max-height: 24em; overflow: auto; white-space: pre-wrap; word-break: break-all; }
@@ -20,7 +22,7 @@ figure { margin: 0; }
 .missing { color: #777; font-style: italic; }
 .verdict { font-weight: 600; }
 .success { color: #0a7a0a; font-weight: 600; }
-svg.actions { background: #fff; border: 1px solid #ddd; }
+svg.actions { background: #fff; border: 1px solid #ddd; max-width: 100%; height: auto; }
 svg.actions text { font-size: 11px; fill: #333; }
 svg.actions .grid { stroke: #ddd; }
 svg.actions line.success { stroke: #0a7a0a; stroke-width: 2; stroke-dasharray: 4 3; }

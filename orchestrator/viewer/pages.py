@@ -10,7 +10,7 @@ mistake in escaping still could not run anything or reach the network.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from html import escape
 from typing import Any
 
@@ -22,6 +22,13 @@ from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Report, simulator_label
 from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.viewer.chart import action_chart
+from mailroom.orchestrator.viewer.readable import (
+    ABSENT,
+    readable_bool,
+    readable_duration_ms,
+    readable_duration_s,
+    readable_value,
+)
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
 from mailroom.orchestrator.viewer.trace import (
     PARSERS,
@@ -72,7 +79,13 @@ def _percent(rate: float | None) -> str:
 def _interval(interval: Interval | None) -> str:
     if interval is None:
         return "n/a"
-    return f"{interval.low:.1%} to {interval.high:.1%}"
+    # Breaks after "to" if the cell must wrap, never inside a bound.
+    return f"{interval.low:.1%}\u00a0to {interval.high:.1%}"
+
+
+def _rate(rate: float | None, interval: Interval | None) -> str:
+    """A rate and, under it, its interval: one narrow cell (the table fits 1280 px)."""
+    return f'{esc(_percent(rate))}<br><span class="interval">{esc(_interval(interval))}</span>'
 
 
 def _suite_rows(report: Report) -> list[list[str]]:
@@ -80,7 +93,8 @@ def _suite_rows(report: Report) -> list[list[str]]:
     for suite, group, t in report.tally_rows():  # a suite's categories or cells under it
         rows.append(
             [
-                esc(suite if group is None else f"{suite}/{group}"),
+                # A long category name may break after its suite's slash.
+                esc(suite) if group is None else f"{esc(suite)}/<wbr>{esc(group)}",
                 *(
                     esc(v)
                     for v in (
@@ -92,10 +106,8 @@ def _suite_rows(report: Report) -> list[list[str]]:
                         t.unattempted,
                     )
                 ),
-                esc(_percent(t.success_rate_over_selected)),
-                esc(_interval(t.success_rate_over_selected_interval)),
-                esc(_percent(t.success_rate_over_completed)),
-                esc(_interval(t.success_rate_over_completed_interval)),
+                _rate(t.success_rate_over_selected, t.success_rate_over_selected_interval),
+                _rate(t.success_rate_over_completed, t.success_rate_over_completed_interval),
                 esc(t.not_blinded),
                 esc(t.not_confined),
             ]
@@ -103,34 +115,71 @@ def _suite_rows(report: Report) -> list[list[str]]:
     return rows
 
 
+NO_LIMIT = "no limit"
+# How a run's confinement treats its actors' network (records/confinement.py): None is an
+# external actor's, which the run does not control.
+NETWORK_WORDS = {"none": "no network", "host": "the host's network", None: "network unknown"}
+CONFINEMENT_WORDS = {"none": "none (unconfined)"}
+
+
+def _limit(settings: dict[str, Any], key: str, shown: Callable[[Any], str] = readable_value) -> str:
+    """A setting that None leaves unlimited; a key the manifest lacks is not recorded."""
+    if key not in settings:
+        return ABSENT
+    value = settings[key]
+    return NO_LIMIT if value is None else shown(value)
+
+
+def _confinement(confinement: dict[str, Any]) -> str:
+    if not confinement:
+        return ABSENT
+    mode = confinement.get("mode")
+    network = confinement.get("network")
+    said = CONFINEMENT_WORDS.get(str(mode), readable_value(mode))
+    return f"{said} ({NETWORK_WORDS.get(network, readable_value(network))})"
+
+
+def _blinding(blinding: dict[str, Any], report: Report) -> str:
+    fresh = blinding.get("fresh_actor_per_episode")
+    bits = blinding.get("endpoint_token_bits")
+    return (
+        f"fresh actor and endpoint per episode: {readable_bool(fresh)}, "
+        f"{'endpoint names of unrecorded length' if bits is None else f'{bits}-bit endpoint names'}"
+        f"; not blinded attempts: {len(report.not_blinded_attempts)}"
+    )
+
+
 def _identity(manifest: dict[str, Any], report: Report) -> str:
     settings = manifest.get("settings", {})
     protocol = manifest.get("protocol", {})
     confinement = manifest.get("confinement", {})
     blinding = manifest.get("blinding", {})
+    cases = protocol.get("cases")
     pairs = [
         ("run", report.run_id),
         ("profile", report.profile),
         ("capability score", "yes" if report.capability_score else "no (diagnostic)"),
-        ("plan", f"{protocol.get('plan_kind', report.plan_kind)}, {protocol.get('cases')} cases"),
-        ("plan sha256", protocol.get("plan_sha256", "")),
-        ("budget mode", settings.get("budget_mode")),
-        ("max policy calls (D)", settings.get("max_policy_calls")),
-        ("replan interval (K)", settings.get("replan_interval")),
-        ("max chunk", settings.get("max_chunk") or settings.get("replan_interval")),
-        ("invalid-action handling", settings.get("invalid_action_handling")),
-        ("proprioception", settings.get("proprio")),
-        ("response timeout (s)", settings.get("response_timeout_s")),
-        ("episode wall time (s)", settings.get("episode_wall_time_s")),
-        ("confinement", f"{confinement.get('mode')} (network {confinement.get('network')})"),
         (
-            "blinding",
-            f"fresh actor and endpoint per episode: {blinding.get('fresh_actor_per_episode')}, "
-            f"{blinding.get('endpoint_token_bits')}-bit endpoint names; "
-            f"not blinded attempts: {len(report.not_blinded_attempts)}",
+            "plan",
+            f"{readable_value(protocol.get('plan_kind', report.plan_kind))}, "
+            f"{'cases not recorded' if cases is None else f'{readable_value(cases)} cases'}",
         ),
-        ("record", manifest.get("record")),
-        ("cameras", ", ".join(map(str, protocol.get("cameras", [])))),
+        ("plan sha256", readable_value(protocol.get("plan_sha256"))),
+        ("budget mode", readable_value(settings.get("budget_mode"))),
+        ("max policy calls (D)", _limit(settings, "max_policy_calls")),
+        ("replan interval (K)", readable_value(settings.get("replan_interval"))),
+        (
+            "max chunk",
+            readable_value(settings.get("max_chunk") or settings.get("replan_interval")),
+        ),
+        ("invalid-action handling", readable_value(settings.get("invalid_action_handling"))),
+        ("proprioception", readable_value(settings.get("proprio"))),
+        ("response timeout", _limit(settings, "response_timeout_s", readable_duration_s)),
+        ("episode wall time", _limit(settings, "episode_wall_time_s", readable_duration_s)),
+        ("confinement", _confinement(confinement)),
+        ("blinding", _blinding(blinding, report)),
+        ("record", readable_value(manifest.get("record"))),
+        ("cameras", readable_value(protocol.get("cameras"))),
     ]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
     return f'<table class="identity">{rows}</table>'
@@ -203,10 +252,8 @@ def run_page(
             "failure",
             "errored",
             "unattempted",
-            "rate / selected",
-            "Wilson 95%",
-            "rate / completed",
-            "Wilson 95%",
+            "rate / selected, Wilson 95%",
+            "rate / completed, Wilson 95%",
             "not blinded",
             "not confined",
         ),
@@ -276,10 +323,6 @@ def _feedback(feedback: Any) -> str:
     if feedback is None:
         return "none"
     return f'<pre class="untrusted">{esc(json.dumps(feedback, indent=1, sort_keys=True))}</pre>'
-
-
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f} ms"
 
 
 def _clipped(shown: Clipped) -> str:
@@ -376,16 +419,18 @@ def _decision(d: Decision, account: Sequence[Step] | None = None) -> str:
         else ""
     )
     success = ' <span class="success">native success</span>' if d.native_success else ""
-    counters = ", ".join(f"{k} {v}" for k, v in sorted(d.counters_shown.items())) or "n/a"
+    counters = (
+        ", ".join(f"{k} {readable_value(v)}" for k, v in sorted(d.counters_shown.items())) or ABSENT
+    )
     facts = _table(
         ("verdict", "executed", "latency", "queueing delay", "processing"),
         [
             [
                 f'<span class="verdict">{esc(d.verdict)}</span>{reasons}{success}',
                 esc(executed),
-                esc(_ms(d.latency_ms)),
-                esc(_ms(d.queue_delay_ms)),
-                esc(_ms(d.processing_ms)),
+                esc(readable_duration_ms(d.latency_ms)),
+                esc(readable_duration_ms(d.queue_delay_ms)),
+                esc(readable_duration_ms(d.processing_ms)),
             ]
         ],
         "facts",
@@ -453,6 +498,11 @@ def _account_notes(trace_format: str | None, trace: Trace | None, *, live: bool)
     )
 
 
+def _never(value: int | None) -> str:
+    """A first success's control or call: "never" where the episode had none."""
+    return "never" if value is None else readable_value(value)
+
+
 def _simulator(result: EpisodeResult) -> str:
     """How the attempt's simulator was held, for its page (docs/parking.md)."""
     if result.simulator is None:
@@ -469,7 +519,7 @@ def attempt_page(
     trace: Trace | None = None,
 ) -> str:
     result = timeline.result
-    summary: list[tuple[str, object]] = [("attempt", timeline.attempt_id)]
+    summary: list[tuple[str, str]] = [("attempt", timeline.attempt_id)]
     errors = ""
     if isinstance(result, EpisodeResult):
         c = result.counters
@@ -479,26 +529,26 @@ def attempt_page(
             ("instruction", result.case.instruction),
             ("initial state, seed", f"{result.case.init_state_index}, {result.case.seed}"),
             ("outcome", result.outcome),
-            ("termination", result.termination or ""),
-            ("truncation", result.truncation or ""),
-            ("policy calls", c.policy_calls),
-            ("action decisions", c.action_decisions),
-            ("rejected responses", c.rejected_responses),
-            ("stop responses", c.stop_responses),
-            ("executed controls", c.executed_controls),
-            ("settling controls", c.settling_controls),
-            ("first success control", c.first_success_control),
-            ("first success policy call", c.first_success_policy_call),
-            ("blinded", result.blinded),
-            ("confined", result.confined),
+            ("termination", result.termination or ABSENT),
+            ("truncation", result.truncation or ABSENT),
+            ("policy calls", readable_value(c.policy_calls)),
+            ("action decisions", readable_value(c.action_decisions)),
+            ("rejected responses", readable_value(c.rejected_responses)),
+            ("stop responses", readable_value(c.stop_responses)),
+            ("executed controls", readable_value(c.executed_controls)),
+            ("settling controls", readable_value(c.settling_controls)),
+            ("first success control", _never(c.first_success_control)),
+            ("first success policy call", _never(c.first_success_policy_call)),
+            ("blinded", readable_bool(result.blinded)),
+            ("confined", readable_bool(result.confined)),
             ("simulator", _simulator(result)),
-            ("wall time (s)", result.wall_time_s),
+            ("wall time", readable_duration_s(result.wall_time_s)),
         ]
         if result.errors:
             errors = "<h2>Typed errors</h2>" + _table(
                 ("kind", "code", "policy call", "message"),
                 [
-                    [esc(e.kind), esc(e.code), esc(e.policy_call), esc(e.message)]
+                    [esc(e.kind), esc(e.code), esc(readable_value(e.policy_call)), esc(e.message)]
                     for e in result.errors
                 ],
                 "errors",
