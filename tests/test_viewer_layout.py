@@ -170,7 +170,8 @@ def test_the_toy_runs_pages_read_like_pages(
 
 def test_a_slow_decision_and_absent_values_read_like_a_page(browser: Any, tmp_path: Path) -> None:
     """A decision served after three minutes, a run with no network recorded for its
-    confinement and no episode wall time: words and minutes, not `None` and ms."""
+    confinement and no episode wall time: words and minutes, not `None` and ms; a task
+    name of 271 characters without a space breaks rather than widen the page."""
     root, directory = traced_run(
         tmp_path, "claude_stream_json", claude_episode("True None {'a': 1}")
     )
@@ -179,6 +180,9 @@ def test_a_slow_decision_and_absent_values_read_like_a_page(browser: Any, tmp_pa
         events.write(
             json.dumps({"t": 2.0, "event": "decision_served", "sequence": 2, **served}) + "\n"
         )
+    result = json.loads((directory / "result.json").read_text())
+    result["case"]["task_name"] = "LIVING_ROOM_SCENE2_" + "put_it_in_the_basket_" * 12  # 271
+    (directory / "result.json").write_text(json.dumps(result))
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["confinement"]["network"] is None  # the page must say so in words
     build_site(root, tmp_path / "site")

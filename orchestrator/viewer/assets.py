@@ -8,6 +8,7 @@ h1 { font-size: 1.4em; word-break: break-all; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
 table.identity th { background: #f3f3f3; font-weight: 600; }
+table.identity td { overflow-wrap: anywhere; }  /* a long task name breaks, not the page */
 /* Wide tables fit the window: their cells wrap where they have spaces, but attempt names. */
 table.attempts td:first-child { white-space: nowrap; }
 table.suites .interval { color: #555; font-size: 0.9em; }
