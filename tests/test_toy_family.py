@@ -26,8 +26,7 @@ TASK_NAMES = (
 )
 
 
-@pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def install_toy_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment of a process that has the toy family installed (pip into a
     folder of its own, on PYTHONPATH): nothing of it is in mailroom's checkout or venv."""
     target = tmp_path_factory.mktemp("toy-site")
@@ -45,6 +44,11 @@ def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     assert (target / "mailroom_toy_family").is_dir()
     assert any(target.glob("mailroom_toy_family-*.dist-info/entry_points.txt"))
     return {**os.environ, "PYTHONPATH": str(target)}
+
+
+@pytest.fixture(scope="module")
+def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return install_toy_family(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
