@@ -12,8 +12,10 @@ from mailroom.orchestrator.viewer.readable import (
     ABSENT,
     NONE,
     readable_bool,
+    readable_confinement,
     readable_duration_ms,
     readable_duration_s,
+    readable_limit,
     readable_number,
     readable_value,
 )
@@ -102,6 +104,16 @@ def test_seconds_read_as_the_same_durations() -> None:
     assert readable_duration_s(60.0) == "1 min"
     assert readable_duration_s(600.0) == "10 min"
     assert readable_duration_s(math.inf) == "infinite"
+
+
+def test_limits_and_confinement_in_words() -> None:
+    assert readable_limit(None) == "no limit"
+    assert readable_limit(200) == "200"
+    assert readable_limit(600.0, readable_duration_s) == "10 min"
+    assert readable_confinement("sandbox", "none") == "sandbox (no network)"
+    assert readable_confinement("none", "host") == "unconfined (the host's network)"
+    assert readable_confinement("external", None) == "external (network unknown)"
+    assert readable_confinement(None, "fibre") == f"{ABSENT} (network fibre)"
 
 
 def _texts(svg: str) -> list[tuple[float, float, str]]:

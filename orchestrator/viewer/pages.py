@@ -25,8 +25,10 @@ from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.readable import (
     ABSENT,
     readable_bool,
+    readable_confinement,
     readable_duration_ms,
     readable_duration_s,
+    readable_limit,
     readable_value,
 )
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
@@ -115,28 +117,15 @@ def _suite_rows(report: Report) -> list[list[str]]:
     return rows
 
 
-NO_LIMIT = "no limit"
-# How a run's confinement treats its actors' network (records/confinement.py): None is an
-# external actor's, which the run does not control.
-NETWORK_WORDS = {"none": "no network", "host": "the host's network", None: "network unknown"}
-CONFINEMENT_WORDS = {"none": "none (unconfined)"}
-
-
-def _limit(settings: dict[str, Any], key: str, shown: Callable[[Any], str] = readable_value) -> str:
+def _limit(settings: dict[str, Any], key: str, shown: Callable[[float], str] | None = None) -> str:
     """A setting that None leaves unlimited; a key the manifest lacks is not recorded."""
-    if key not in settings:
-        return ABSENT
-    value = settings[key]
-    return NO_LIMIT if value is None else shown(value)
+    return readable_limit(settings[key], shown) if key in settings else ABSENT
 
 
 def _confinement(confinement: dict[str, Any]) -> str:
     if not confinement:
         return ABSENT
-    mode = confinement.get("mode")
-    network = confinement.get("network")
-    said = CONFINEMENT_WORDS.get(str(mode), readable_value(mode))
-    return f"{said} ({NETWORK_WORDS.get(network, readable_value(network))})"
+    return readable_confinement(confinement.get("mode"), confinement.get("network"))
 
 
 def _blinding(blinding: dict[str, Any], report: Report) -> str:

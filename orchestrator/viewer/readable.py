@@ -9,11 +9,20 @@ and text an actor wrote is never passed through them (it is shown as it was writ
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
 
 ABSENT = "—"  # a value that was not recorded (None, a missing key)
 NONE = "none"  # an empty list or mapping: recorded, and nothing in it
+NO_LIMIT = "no limit"  # a limit a run's settings leave unset (None)
+# A run's confinement (records/confinement.py) in words: the mode "none" is an unconfined
+# actor; a network of None is an external actor's, which the run does not control.
+CONFINEMENT_WORDS = {"none": "unconfined"}
+NETWORK_WORDS: dict[object, str] = {
+    "none": "no network",
+    "host": "the host's network",
+    None: "network unknown",
+}
 
 
 def readable_bool(value: bool | None, *, yes: str = "yes", no: str = "no") -> str:
@@ -91,3 +100,18 @@ def readable_duration_ms(ms: float | None) -> str:
     if ms is None:
         return ABSENT
     return readable_duration_s(ms / 1000.0)
+
+
+def readable_limit(value: float | None, shown: Callable[[float], str] | None = None) -> str:
+    """A limit that None leaves unset ("no limit"), else `shown(value)` (a number by
+    default; `readable_duration_s` for a limit in seconds)."""
+    if value is None:
+        return NO_LIMIT
+    return readable_number(value) if shown is None else shown(value)
+
+
+def readable_confinement(mode: object, network: object) -> str:
+    """A confinement mode and its network: "sandbox (no network)", "unconfined (the
+    host's network)", "external (network unknown)"."""
+    said = CONFINEMENT_WORDS.get(str(mode), readable_value(mode))
+    return f"{said} ({NETWORK_WORDS.get(network, f'network {readable_value(network)}')})"
