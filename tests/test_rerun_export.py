@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import assert_usage_error, copied_actor, launch_command, run_cli
+from conftest import BIN, assert_usage_error, copied_actor, launch_command, run_cli
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.orchestrator.results.export import STATE_LAYOUT
@@ -34,6 +34,8 @@ from rerun.chunk import RrdReader
 from test_toy_family import install_toy_family
 
 ACTOR = "stepwise_actor.py"
+# rerun-sdk's own command line (its viewer and its file tools).
+RERUN = BIN / "rerun"
 # The actor's notes, as tests/actors/stepwise_actor.py writes them.
 NOTES = (
     '<script>alert("note")</script><img src=x onerror="alert(1)">',
@@ -211,6 +213,12 @@ def test_one_recording_per_attempt_counted_against_the_result(
     assert written[SUCCEEDS]["decisions"] == 4 and written[SUCCEEDS]["controls"] == 3
     assert written[STOPS]["native_success_control"] is None
     assert written[STOPS]["decisions"] == 3 and written[STOPS]["controls"] == 1
+    # rerun's own command checks that each file loads and is interpreted without error.
+    files = [r["file"] for r in written.values()]
+    verified = subprocess.run(
+        [str(RERUN), "rrd", "verify", *files], capture_output=True, text=True, timeout=120
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
 def test_an_actors_notes_are_kept_verbatim_as_text_beside_each_verdict(
