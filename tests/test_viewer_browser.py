@@ -7,6 +7,7 @@ note, invalid response and output are markup).
 - Both videos load and play.
 - The actor's markup is shown as text and runs nothing; no console errors.
 - A screenshot of each page kind is kept (build/test-artifacts/) to be looked at.
+- Each page fits 1280 pixels and shows no Python repr (tests/test_viewer_layout.py).
 
 Apart from the simulator: an attempt page of a run made here whose profile declares an
 agent CLI's own account, with markup in a tool result, opened and unfolded.
@@ -194,6 +195,15 @@ def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser:
     assert view.page.locator("body script").count() == 0
     assert view.page.locator("img[src='x']").count() == 0
     assert view.errors() == []
+
+
+@pytest.mark.sim
+def test_the_run_pages_read_like_pages_at_1280_pixels(site: Path, browser: Any) -> None:
+    """No overflow, no Python repr outside the actor's words, the chart's label clear:
+    tests/test_viewer_layout.py's checks, on this run's pages."""
+    from test_viewer_layout import assert_reads_like_pages  # it imports this module
+
+    assert len(assert_reads_like_pages(browser, site, "libero")) == 3
 
 
 HOSTILE = '<script>alert(1)</script><img src=x onerror="window.__pwned = 1; alert(2)">'

@@ -7,7 +7,7 @@ in build/test-artifacts/.
 
 The runs: the toy family's (tests/toy_family: a real `mailroom launch` of its sandboxed
 diagnostic actor on a fake simulator, no LIBERO), and a synthetic traced run whose decision
-took minutes; a `sim` test does the same on tests/test_viewer_browser.py's LIBERO run.
+took minutes; tests/test_viewer_browser.py checks its LIBERO run's pages the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import test_toy_family
 import test_viewer_browser
 from conftest import REPO, run_cli
@@ -25,7 +24,6 @@ from mailroom.orchestrator.viewer.site import build_site
 from test_viewer_trace import claude_episode, traced_run
 
 browser = test_viewer_browser.browser
-site = test_viewer_browser.site
 toy_env = test_toy_family.toy_env
 toy_run = test_toy_family.toy_run
 
@@ -194,8 +192,3 @@ def test_a_slow_decision_and_absent_values_read_like_a_page(browser: Any, tmp_pa
     # What the actor wrote stays as it wrote it (escaped, shown as text), reprs and all:
     # the check above left it out, and would have seen it.
     assert "True None {'a': 1}" in shown and _reprs(shown)
-
-
-@pytest.mark.sim
-def test_the_libero_runs_pages_read_like_pages(browser: Any, site: Path) -> None:
-    assert len(assert_reads_like_pages(browser, site, "libero")) == 3
