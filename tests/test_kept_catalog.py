@@ -116,8 +116,8 @@ def test_report_view_export_and_compare_name_cells_by_the_kept_catalog(
 
     site = build_site(run, tmp_path / "site")
     page = (site.out / "index.html").read_text(encoding="utf-8")
-    for key in expected:
-        assert f"<td>{key}</td>" in page, key
+    for key in expected:  # a long name may break after its suite's slash
+        assert f"<td>{key.replace('/', '/<wbr>')}</td>" in page, key
     assert "libero_para/unknown" not in page
 
     summary = export_parquet(run, tmp_path / "export")
