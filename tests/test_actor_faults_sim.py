@@ -210,8 +210,12 @@ def test_giant_file_is_stopped_by_the_declared_file_size_limit(
 def test_scratch_quota_ends_the_episode_before_the_disk_fills(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
+    # Unconfined: the sampled quota (a sandboxed actor's scratch/ is a tmpfs bounded by
+    # the kernel where the orchestrator may mount: tests/test_actor_filesystem.py).
     limits = ActorLimits(scratch_quota_mb=64)
-    result, _ = _run(adapter, tmp_path, mb, fault_actor, "sparse_file", limits=limits)
+    result, _ = _run(
+        adapter, tmp_path, mb, fault_actor, "sparse_file", limits=limits, confinement="none"
+    )
     assert _error(result) == ("policy_error", "scratch_quota_exceeded")
     assert result.counters.executed_controls == 0
 
@@ -220,7 +224,7 @@ def test_the_scratch_file_count_quota_ends_a_flood(
     adapter: LiberoAdapter, tmp_path: Path, mb: Path, fault_actor: str
 ) -> None:
     limits = ActorLimits(scratch_quota_files=500)  # the flood makes 6,000 entries
-    result, _ = _run(adapter, tmp_path, mb, fault_actor, "flood", limits=limits)
+    result, _ = _run(adapter, tmp_path, mb, fault_actor, "flood", limits=limits, confinement="none")
     assert _error(result) == ("policy_error", "scratch_quota_exceeded")
     assert "the profile allows 500 entries" in result.errors[0].message
     assert result.counters.action_decisions <= 1

@@ -135,6 +135,7 @@ def test_the_actors_tmp_is_its_own_and_bounded(mailbox_root: Path, tmp_path: Pat
         "    big = 'written'\n"
         "except OSError as exc:\n"
         "    big = exc.strerror\n"
+        "os.unlink('/tmp/big')  # scratch/ may share its space\n"
         "open('tmp.txt', 'w').write(big + ' ' + ' '.join(sorted(os.listdir('/tmp'))))\n"
     )
     launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
@@ -313,6 +314,7 @@ def test_the_actor_cannot_trace_reach_keyrings_or_fill_dev(
         "except OSError as exc:\n    out['dev'] = exc.strerror\n"
         "try:\n    open('/dev/shm/big', 'wb').write(b'x' * (16 << 20)); out['shm'] = 'written'\n"
         "except OSError as exc:\n    out['shm'] = exc.strerror\n"
+        "os.unlink('/dev/shm/big')  # scratch/ may share its space\n"
         "out['null'] = open('/dev/null', 'w').write('x')\n"
         "limits = open('/proc/self/limits').read().splitlines()\n"
         "out['nproc'] = [l for l in limits if l.startswith('Max processes')][0].split()[2]\n"

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
+from mailroom.orchestrator.actors.actor_filesystem import ActorFilesystem, kernel_filesystems
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import episode_cgroup
@@ -181,12 +182,20 @@ class ProcessLauncher:
         fixed = {**dict(self.environment), "PATH": self.program.path}
         root = str(endpoint.root)
         command: SandboxCommand | None = None
+        filesystem: ActorFilesystem | None = None
+        filesystem_note: str | None = None
         confinement: dict[str, object] = {"mode": "none"}
         if self.sandbox is None:
             argv = render_command(self.program.argv, endpoint=root, python=sys.executable)
         else:
             argv = render_command(self.program.argv, endpoint=root, python=inside_python())
             held = endpoint.held
+            # Its scratch/, /tmp and /dev/shm bounded by the kernel where it may mount.
+            filesystem_note = kernel_filesystems()
+            if filesystem_note is None and identity.uid is not None and identity.gid is not None:
+                filesystem = ActorFilesystem(self.limits, identity.uid, identity.gid)
+            elif filesystem_note is None:
+                filesystem_note = "the sandbox has no user of its own"
             command = self.sandbox.command(
                 self.program,
                 argv,
@@ -198,6 +207,7 @@ class ProcessLauncher:
                     "scratch": held.scratch_fd,
                 },
                 scratch=endpoint.scratch,
+                writable=None if filesystem is None else filesystem.bwrap_fds,
             )
             confinement = {
                 "mode": "sandbox",
@@ -211,6 +221,8 @@ class ProcessLauncher:
         except BaseException:
             if command is not None:
                 command.close()
+            if filesystem is not None:
+                filesystem.close()
             raise
         try:
             return ActorProcess(
@@ -225,6 +237,8 @@ class ProcessLauncher:
                 identity=identity if command is not None else None,
                 confinement=confinement,
                 memory=memory,
+                filesystem=filesystem,
+                filesystem_note=filesystem_note,
             )
         except BaseException:
             if memory is not None:

@@ -18,6 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from mailroom.orchestrator.actors.actor_filesystem import (
+    ActorFilesystem,
+    KeptContents,
+    filesystem_record,
+)
 from mailroom.orchestrator.actors.confinement import REDACTED
 from mailroom.orchestrator.actors.lifetime import (
     die_with_this_process,
@@ -71,16 +76,19 @@ def _child_setup(
     processes: int | None,
     *,
     namespace_proc: bool = True,
+    filesystem: ActorFilesystem | None = None,
 ) -> Callable[[], None]:
     """Runs in the actor between fork and exec: a `/proc` of the worker's pid namespace
     (when it holds one: `lifetime.py`; only for bubblewrap, which looks its child up
     there: an unconfined actor keeps the host's, as it would without the namespace),
-    the change of user, then die with the worker
+    the actor's bounded tmpfs (`actor_filesystem.py`, as root), the change of user, then
+    die with the worker
     (a change of user clears the parent-death signal) and apply the limits. An actor
     with a user of its own also gets a process cap (which counts exactly its own
     processes) and is the first the OOM killer picks."""
     die = die_with_this_process()
     own_proc = proc_of_the_namespace() if namespace_proc else (lambda: None)
+    own_filesystem = filesystem.child_step() if filesystem is not None else (lambda: None)
     own_user = identity.uid is not None
     wanted = list(rlimits)
     if own_user and processes is not None:
@@ -88,6 +96,7 @@ def _child_setup(
 
     def setup() -> None:
         own_proc()  # as root: it mounts
+        own_filesystem()  # as root, after the pid namespace's /proc: it mounts too
         if identity.uid is not None and identity.gid is not None:
             os.setgroups([])
             os.setregid(identity.gid, identity.gid)
@@ -161,6 +170,8 @@ class ActorProcess:
         identity: OuterIdentity | None = None,
         confinement: dict[str, object] | None = None,
         memory: EpisodeCgroup | None = None,
+        filesystem: ActorFilesystem | None = None,
+        filesystem_note: str | None = None,
     ) -> None:
         self.argv = list(argv)
         self.limits = limits or ActorLimits()
@@ -171,6 +182,11 @@ class ActorProcess:
         self.identity = identity or OuterIdentity(None, None)
         self.confinement = confinement or {"mode": "none"}
         self.memory = memory  # the episode's memory cgroup, joined between fork and exec
+        # The actor's bounded tmpfs (scratch/, /tmp, /dev/shm), kept into its endpoint
+        # (workdir's parent) after the stop; or why its space is the sampled quota.
+        self.filesystem = filesystem
+        self.filesystem_note = filesystem_note
+        self.kept: KeptContents | dict[str, str] | None = None
         # Where each stream is kept (the run's layout names the files), or nowhere.
         files = output_files or {}
         self.streams = {
@@ -202,12 +218,25 @@ class ActorProcess:
                             self.identity,
                             self.limits.processes,
                             namespace_proc=sandbox is not None,
+                            filesystem=filesystem,
                         ),
                     ),
                 )
+        except BaseException:
+            if filesystem is not None:
+                filesystem.close()
+            raise
         finally:
             if sandbox is not None:
                 sandbox.close()
+        if filesystem is not None:
+            try:
+                filesystem.receive()
+            except BaseException:
+                self._proc.kill()
+                self._proc.wait()
+                filesystem.close()
+                raise
         assert self._proc.stdout is not None and self._proc.stderr is not None
         self._drains = [
             threading.Thread(target=self.streams[name].drain, args=(pipe,), daemon=True)
@@ -235,6 +264,7 @@ class ActorProcess:
             "limits": self.limits.model_dump(),
             "confinement": self.confinement,
             "memory": ceiling_record(self.limits.memory_mb, self.memory),
+            "filesystem": filesystem_record(self.filesystem, self.filesystem_note),
         }
 
     @property
@@ -267,12 +297,24 @@ class ActorProcess:
         status = self._proc.wait()
         if self.identity.uid is not None and self.leftover_processes is None:
             self.leftover_processes = kill_leftovers(self.identity.uid)
+        self._keep_filesystem()
         if self.memory is not None:
             self.memory.remove()  # once its processes are gone (any left are killed)
         self.identity.release()  # the uid is free for another sandbox only now
         for thread in self._drains:
             thread.join(timeout=5)
         return status
+
+    def _keep_filesystem(self) -> None:
+        """Its tmpfs's contents into the endpoint, for the audit; then it is let go."""
+        if self.filesystem is None or self.kept is not None:
+            return
+        try:
+            self.kept = self.filesystem.keep(self.workdir.parent)
+        except OSError as exc:
+            self.kept = {"error": f"its contents were not kept: {exc}"}
+        finally:
+            self.filesystem.close()
 
     def stop_details(self) -> dict[str, object]:
         """The kept output, whether the actor had exited by itself within its exit window
@@ -286,6 +328,10 @@ class ActorProcess:
             details["leftover_processes"] = self.leftover_processes
         if self.memory is not None:
             details["memory"] = self.memory.outcome()
+        if isinstance(self.kept, KeptContents):
+            details["filesystem"] = self.kept.document()
+        elif self.kept is not None:
+            details["filesystem"] = self.kept
         return details
 
     def _signal_group(self, sig: signal.Signals) -> None:

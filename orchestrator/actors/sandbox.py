@@ -11,7 +11,8 @@ tmpfs holding only:
   that interpreters and the C library read, read-only, with any evaluator path that
   lies inside them (a site-packages, the project) masked by an empty tmpfs;
 - its own `/proc`, a read-only `/dev` with a size-limited `/dev/shm`, and a
-  size-limited `/tmp`;
+  size-limited `/tmp` (run as root: folders of the actor's own bounded tmpfs, with its
+  `scratch/`: `actor_filesystem.py`);
 - its endpoint at the path the instructions name: the endpoint folder and `outbox/`
   read-only, `inbox/` and `scratch/` writable, bound from the orchestrator's held
   descriptors (never a path the actor could have replaced);
@@ -40,7 +41,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -426,6 +427,15 @@ def _check_interpreter(
         )
 
 
+def _names_a_file(candidate: Path) -> bool:
+    """Whether an argument names a file; an argument that cannot be a path (a program
+    text passed with -c, say, with a part longer than a file name may be) does not."""
+    try:
+        return candidate.is_file()
+    except OSError:
+        return False
+
+
 def prepare_program(
     template: Sequence[str],
     *,
@@ -456,7 +466,7 @@ def prepare_program(
             argv.append(arg)
             continue
         candidate = Path(os.path.abspath(cwd / arg)) if arg else None
-        if candidate is not None and ("/" in arg or index > 0) and candidate.is_file():
+        if candidate is not None and ("/" in arg or index > 0) and _names_a_file(candidate):
             real = Path(os.path.realpath(candidate))
             if search.visible(candidate, read_only_paths) and search.visible(real, read_only_paths):
                 if candidate.is_relative_to("/usr") or real.is_relative_to("/usr"):
@@ -591,11 +601,18 @@ class Sandbox:
         endpoint_root: Path,
         held_dirs: dict[str, int],
         scratch: Path,
+        writable: Mapping[str, int] | None = None,
     ) -> SandboxCommand:
-        """bwrap's argv for `argv` (the rendered program) in a fresh sandbox."""
+        """bwrap's argv for `argv` (the rendered program) in a fresh sandbox.
+
+        `writable`: the descriptor numbers of the actor's bounded tmpfs folders
+        (`actor_filesystem.py`: scratch, tmp, dev-shm), which the command takes (it
+        closes them after the spawn); without them /tmp and /dev/shm are bubblewrap's
+        size-limited tmpfs and scratch/ is the endpoint's own folder."""
         cmd = SandboxCommand([self.tool.path, "--unshare-all", "--unshare-user"])
+        cmd.pass_fds.extend((writable or {}).values())
         try:
-            self._fill(cmd, program, argv, endpoint_root, held_dirs, scratch)
+            self._fill(cmd, program, argv, endpoint_root, held_dirs, scratch, writable or {})
         except BaseException:
             cmd.close()
             raise
@@ -609,6 +626,7 @@ class Sandbox:
         endpoint_root: Path,
         held_dirs: dict[str, int],
         scratch: Path,
+        writable: Mapping[str, int],
     ) -> None:
         a = cmd.argv
         if self.settings.network == "host":
@@ -620,8 +638,12 @@ class Sandbox:
         size = str(self.tmp_size_mb << 20)
         a += ["--proc", "/proc", "--dev", "/dev"]
         # /dev read-only but for a bounded /dev/shm; /tmp bounded like the scratch quota.
-        a += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-        a += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        if writable:  # folders of the actor's own tmpfs, bounded in bytes and inodes
+            a += ["--bind-fd", str(writable["dev-shm"]), "/dev/shm", "--remount-ro", "/dev"]
+            a += ["--bind-fd", str(writable["tmp"]), "/tmp"]
+        else:
+            a += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+            a += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         seccomp = _data_fd(filter_program())
         cmd.pass_fds.append(seccomp)
         a += ["--seccomp", str(seccomp)]
@@ -641,8 +663,11 @@ class Sandbox:
         # The endpoint itself read-only (nothing can be made beside its folders), then
         # outbox/ read-only and inbox/, scratch/ writable over it.
         for name in ("root", "outbox", "inbox", "scratch"):
-            fd = os.dup(held_dirs[name])  # bwrap closes what it is given
-            cmd.pass_fds.append(fd)
+            if name == "scratch" and writable:
+                fd = writable["scratch"]
+            else:
+                fd = os.dup(held_dirs[name])  # bwrap closes what it is given
+                cmd.pass_fds.append(fd)
             flag = "--bind-fd" if name in ("inbox", "scratch") else "--ro-bind-fd"
             a += [flag, str(fd), str(endpoint_root if name == "root" else endpoint_root / name)]
         a += ["--remount-ro", "/", "--chdir", str(scratch), "--", *argv]
