@@ -1,4 +1,5 @@
-"""SIGKILL the coordinator at 20 random points of a multi-episode run, resuming each time.
+"""SIGKILL the coordinator at random points of a multi-episode run, resuming each time
+(12 kills in `make test`; MAILROOM_RESUME_KILLS=20 or more for a longer run).
 
 After every kill: no completed episode lost, changed or duplicated; every result that
 exists is complete and valid; no actor or worker survives. At the end every case has
@@ -28,7 +29,9 @@ from mailroom.orchestrator.episode.video import probe_video
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
-KILLS = 20
+# Survivors of a kill are the worker-lifetime test's (`test_worker_lifetime.py`, 60 kills);
+# this one is about the records a kill leaves and what resume makes of them.
+KILLS = int(os.environ.get("MAILROOM_RESUME_KILLS", "12"))
 
 
 def _survivors(marker: str) -> list[int]:
@@ -80,7 +83,7 @@ def _check_evidence(run_dir: Path, completed: dict[str, str]) -> None:
     for result_file in run_dir.glob("episodes/*/result.json"):
         data = result_file.read_bytes()
         doc = json.loads(data)
-        assert schema_errors("mailroom.episode_result/v5", doc) == []
+        assert schema_errors("mailroom.episode_result/v6", doc) == []
         attempt = result_file.parent.name
         digest = hashlib.sha256(data).hexdigest()
         assert completed.setdefault(attempt, digest) == digest, f"{attempt} changed"
@@ -106,7 +109,7 @@ def _delivered_in_open_attempt(run_dir: Path) -> bool:
     return False
 
 
-def test_twenty_sigkills_then_resume(tmp_path: Path, mailbox_root: Path) -> None:
+def test_sigkills_at_random_points_then_resume(tmp_path: Path, mailbox_root: Path) -> None:
     rng = random.Random(20261129)
     actor = (
         f"python3 {copied_actor(tmp_path / 'actors', 'probe_actor.py')} {{endpoint}} --delay 0.2"
