@@ -65,6 +65,16 @@ def run_cli(
     )
 
 
+def served_url(server: subprocess.Popen[str]) -> str:
+    """The address `mailroom view --serve` (started with stderr piped) prints once it serves."""
+    assert server.stderr is not None
+    while True:
+        line = server.stderr.readline()
+        assert line, "the server ended before it served"
+        if "serving " in line:
+            return line.split("serving ", 1)[1].split()[0]
+
+
 def assert_usage_error(proc: subprocess.CompletedProcess[str], message: str) -> None:
     """Exit 2, the message on stderr, no traceback, nothing on stdout."""
     assert proc.returncode == 2, proc.stderr

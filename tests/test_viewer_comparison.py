@@ -24,21 +24,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_kept_catalog
 import test_toy_family
-from conftest import copied_actor, mailroom_exe, run_cli
+from conftest import copied_actor, mailroom_exe, run_cli, served_url
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.comparison import compare_runs
 from mailroom.orchestrator.results.proportions import wilson_interval
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.comparison_data import read_comparison, run_key
+from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
 from mailroom.orchestrator.viewer.pages import CSP
 from mailroom.orchestrator.viewer.readable import readable_duration_ms
 from mailroom.orchestrator.viewer.wilson_chart import ChartRow, wilson_chart
 from test_compare import _run as synthetic_run
 from test_export import write_result
+from test_kept_catalog import CELLS, _para_run
 
 toy_env = test_toy_family.toy_env
+undeclared = test_kept_catalog.undeclared
 
 # The runs, in the order they are given to `view`: name -> (actor, launch options).
 RUNS: dict[str, tuple[str | None, tuple[str, ...]]] = {
@@ -370,12 +374,7 @@ def test_the_served_comparison_rebuilds_while_a_launch_holds_a_run(tmp_path: Pat
         text=True,
     )
     try:
-        assert server.stderr is not None
-        url = ""
-        while not url:
-            line = server.stderr.readline()
-            assert line, "the server ended before it served"
-            url = line.split("serving ", 1)[1].split()[0] if "serving " in line else ""
+        url = served_url(server)
         with urllib.request.urlopen(url, timeout=10) as response:
             first = response.read().decode()
             assert response.headers["Content-Security-Policy"] == CSP
@@ -404,3 +403,28 @@ def test_the_served_comparison_rebuilds_while_a_launch_holds_a_run(tmp_path: Pat
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+@pytest.mark.usefixtures("undeclared")
+def test_a_suites_groups_are_rated_and_paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LIBERO-Para runs (made here, their cells named by each run's kept catalog): each
+    cell's rates under its suite, and each pair's cells as compare pairs them."""
+    for name in ("para-a", "para-b"):
+        _para_run(tmp_path, monkeypatch, name)
+    runs = [tmp_path / "para-a", tmp_path / "para-b"]
+    build_comparison_site(runs, tmp_path / "site")
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    rows = rate_rows(index)
+    report = build_report(runs[0])
+    for cell in CELLS:
+        row = rows[("1-para-a", f"libero_para/{cell}")]
+        tally = report.categories[f"libero_para/{cell}"]
+        assert row["group"] == cell and row["selected"] == str(tally.selected)
+        assert row["rate_selected"] == _percent(tally.success_rate_over_selected)
+    comparison = compare_runs(*runs)
+    paired = paired_rows(pair_sections(index)[("1-para-a", "2-para-b")])
+    assert list(paired) == [*comparison.suites, *comparison.groups, "overall"]
+    for key, tally in comparison.groups.items():
+        assert paired[key]["verdict"] == tally.verdict

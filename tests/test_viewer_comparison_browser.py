@@ -14,6 +14,7 @@ A screenshot of the index and of a side-by-side page is kept (build/test-artifac
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import test_toy_family
@@ -82,6 +83,8 @@ def test_the_index_loads_with_its_charts_and_the_clis_numbers(
     row = page.locator(f'section.pair[data-a="{a}"][data-b="{b}"] tr.paired[data-suite="overall"]')
     assert row.locator('td[data-field="p_value"]').inner_text() == f"{overall['p_value']:.3g}"
     assert row.locator('td[data-field="verdict"]').inner_text() == overall["verdict"]
+    # No Python repr: the index holds nothing an actor wrote, so none anywhere in its text.
+    assert not re.search(r"\b(?:True|False|None)\b|\{'|\['", page.locator("body").inner_text())
     width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], width  # nothing wider than a 1280-pixel window
     assert view.errors() == []

@@ -11,7 +11,7 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import mailroom_exe
+from conftest import mailroom_exe, served_url
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.chart import action_chart
@@ -162,12 +162,7 @@ def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -
         text=True,
     )
     try:
-        assert server.stderr is not None
-        url = ""
-        while not url:
-            line = server.stderr.readline()
-            assert line, "the server ended before it served"
-            url = line.split("serving ", 1)[1].split()[0] if "serving " in line else ""
+        url = served_url(server)
         with urllib.request.urlopen(url, timeout=10) as response:
             first = response.read().decode()
             assert response.headers["Content-Security-Policy"] == CSP

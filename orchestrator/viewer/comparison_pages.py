@@ -132,8 +132,11 @@ RATE_HEADERS = (
 )
 
 
-def _rate_row(run: ComparedRun, suite: str, tally: Tally) -> str:
+def _rate_row(run: ComparedRun, suite: str, tally: Tally, group: str | None = None) -> str:
+    """A run's rates in a suite (or, named by `group`, in one of its categories or cells,
+    whose `suite` key is "suite/group")."""
     cells = [
+        *([] if group is None else [_cell(esc(group), "group")]),
         _cell(_run_link(run), "run"),
         *(
             _cell(esc(getattr(tally, name)), name)
@@ -179,6 +182,21 @@ def _chart_rows(runs: Sequence[tuple[ComparedRun, Tally]]) -> list[ChartRow]:
     return rows
 
 
+def _groups_table(runs: Sequence[ComparedRun], suite: str) -> str:
+    """A suite's LIBERO-Plus categories or LIBERO-Para cells, each run's rates in each
+    ("" for a family without groups)."""
+    keys = sorted({k for run in runs for k in run.report.categories if k.startswith(f"{suite}/")})
+    rows = [
+        _rate_row(run, key, run.report.categories[key], group=key.removeprefix(f"{suite}/"))
+        for key in keys
+        for run in runs
+        if key in run.report.categories
+    ]
+    if not rows:
+        return ""
+    return f"<h4>{esc(suite)} by group</h4>" + _table(("group", *RATE_HEADERS), rows, "rates")
+
+
 def _group_section(data: ComparisonData, group: SettingsGroup) -> str:
     runs = [data.run(key) for key in group.runs]
     suites = [*sorted({suite for run in runs for suite in run.report.suites}), OVERALL]
@@ -193,6 +211,7 @@ def _group_section(data: ComparisonData, group: SettingsGroup) -> str:
             f'<div class="suite" data-suite="{esc(suite)}"><h3>{esc(suite)}</h3>'
             + wilson_chart(f"success rates, {suite}", _chart_rows(tallied))
             + _table(RATE_HEADERS, (_rate_row(run, suite, t) for run, t in tallied), "rates")
+            + _groups_table(runs, suite)
             + "</div>"
         )
     parts.append("</section>")
