@@ -426,5 +426,5 @@ def test_a_suites_groups_are_rated_and_paired(
     comparison = compare_runs(*runs)
     paired = paired_rows(pair_sections(index)[("1-para-a", "2-para-b")])
     assert list(paired) == [*comparison.suites, *comparison.groups, "overall"]
-    for key, tally in comparison.groups.items():
-        assert paired[key]["verdict"] == tally.verdict
+    for key, pair in comparison.groups.items():
+        assert paired[key]["verdict"] == pair.verdict
