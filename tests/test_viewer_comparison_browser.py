@@ -110,6 +110,8 @@ def test_links_lead_to_each_runs_site_and_a_cases_attempts_side_by_side(
     markup = columns.filter(has=page.locator(f'a.run-site:text-is("{toy_runs.key("markup")}")'))
     attempt = markup.locator("a.attempt")
     attempt_id = attempt.inner_text()
+    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], width  # the columns share a 1280-pixel window
     assert view.keep("viewer-comparison-case.png").stat().st_size > 10_000
     attempt.click()
     page.wait_for_load_state("load")

@@ -334,7 +334,7 @@ def index_page(data: ComparisonData) -> str:
         + '<p class="legend">selected = completed + errored + unattempted; completed = '
         "success + failure; intervals: Wilson score, 95%; decision latency over every "
         "served decision and wall time over every episode of the attempts each report "
-        "counts</p>"
+        "counts (n: how many)</p>"
         f"<h2>Pairs (exact McNemar on shared cases)</h2>{pairs}"
         f"<h2>Shared cases</h2>{_shared_cases(data)}"
     )
