@@ -62,6 +62,7 @@ from mailroom.orchestrator.records.layout import AUDIT_FILE
 from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
+    Enforcement,
     EpisodeResult,
     Latency,
     Outcome,
@@ -268,6 +269,7 @@ class RunBuilder:
             confinement=ConfinementRecord(mode="none", network="host"),
             instructions_version="v1",
             simulator="dedicated",
+            enforcement=Enforcement(memory="enforced", writable_space="sampled"),
             started_at="2000-01-01T00:00:00.000Z",
             finished_at="2000-01-01T00:00:01.000Z",
             wall_time_s=1.0,

@@ -29,6 +29,7 @@ from mailroom.orchestrator.records.result import (
     RESULT_SCHEMA,
     CaseRecord,
     Counters,
+    Enforcement,
     EpisodeResult,
     Latency,
     Outcome,
@@ -77,6 +78,10 @@ def make_run(
     return run, cases
 
 
+# What the kernel enforced of an external actor: nothing (it was not started here).
+EXTERNAL_ACTOR = Enforcement.of_actor(None)
+
+
 def write_result(
     run: RunDirectory,
     case: Case,
@@ -87,6 +92,7 @@ def write_result(
     proprio: bool,
     interrupted: bool = False,
     simulator: ResultSimulator = "dedicated",
+    enforcement: Enforcement = EXTERNAL_ACTOR,
 ) -> EpisodeResult:
     entry = load_catalog().entry(case.suite, case.task_index)
     termination: Termination | None = {
@@ -133,6 +139,7 @@ def write_result(
         confinement=ConfinementRecord(mode="external", network=None),
         instructions_version="v1",
         simulator=simulator,
+        enforcement=enforcement,
         started_at="2026-09-07T10:00:00.000Z",
         finished_at="2026-09-07T10:01:00.000Z",
         wall_time_s=60.0,

@@ -58,6 +58,11 @@ What changed the pinned table, newest first:
   `episode_started` event; the launch event names the worker's `holding` (`parked`, the
   default): `result.schema` changed, `result.simulator`,
   `events.episode_started.simulator` and `run_events.launched.holding` are new.
+- results and the manifest say whether the kernel enforced the actors' limits
+  (`mailroom.episode_result/v6` and `mailroom.run_manifest/v5`, `enforcement`: here the
+  memory ceiling enforced and the writable space bounded by the kernel, as this machine
+  allows a root launch): `result.schema` and `manifest.schema` changed,
+  `result.enforcement.*` and `manifest.enforcement.*` are new.
 """
 
 from __future__ import annotations

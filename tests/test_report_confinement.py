@@ -20,14 +20,26 @@ from test_export import make_run, write_result
 def as_v1(path: Path) -> None:
     document = json.loads(path.read_text())
     document["schema"] = "mailroom.episode_result/v1"
-    for later in ("confinement", "queue_delay", "processing", "instructions_version", "simulator"):
-        del document[later]
+    later = ("confinement", "queue_delay", "processing", "instructions_version", "simulator")
+    for name in (*later, "enforcement"):
+        del document[name]
     assert schema_errors("mailroom.episode_result/v1", document) == []
     path.write_text(json.dumps(document))
 
 
+def as_v5(path: Path) -> None:
+    """The result as v5 wrote it: everything but what the kernel enforced."""
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v5"
+    del document["enforcement"]
+    assert schema_errors("mailroom.episode_result/v5", document) == []
+    path.write_text(json.dumps(document))
+
+
 def as_v4(path: Path) -> None:
-    """The result as v4 wrote it: everything but how its simulator was held."""
+    """The result as v4 wrote it: everything but how its simulator was held (and what
+    the kernel enforced)."""
+    as_v5(path)
     document = json.loads(path.read_text())
     document["schema"] = "mailroom.episode_result/v4"
     del document["simulator"]
@@ -61,6 +73,7 @@ def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     manifest = run.read_manifest()
     del manifest["confinement"]
+    del manifest["enforcement"]
     del manifest["blinding"]["instructions_version"]
     del manifest["protocol"]["benchmark"]
     manifest["schema"] = "mailroom.run_manifest/v1"

@@ -65,7 +65,7 @@ def _run(
         mailbox_root=tmp_path / "mb",
         launch_actor=thread_launcher(script, actors),
     )
-    assert schema_errors("mailroom.episode_result/v5", result.document()) == []
+    assert schema_errors("mailroom.episode_result/v6", result.document()) == []
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
     episode_dir = run_dir / "episodes" / result.attempt_id

@@ -23,6 +23,7 @@ from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
+    Enforcement,
     EpisodeResult,
     Latency,
     TypedError,
@@ -285,6 +286,7 @@ def _result() -> Doc:
         confinement=ConfinementRecord(mode="sandbox", network="none"),
         instructions_version="v2",
         simulator="parked",
+        enforcement=Enforcement(memory="enforced", writable_space="kernel"),
         started_at="2026-09-07T12:00:00.000Z",
         finished_at="2026-09-07T12:01:00.000Z",
         wall_time_s=60.0,
@@ -307,6 +309,11 @@ RESULT_VALID = [
             "instructions_v12": _set("instructions_version", "v12"),
             "dedicated": _set("simulator", "dedicated"),
             "never_started": _set("simulator", "none"),
+            "memory_not_enforced": _set("enforcement.memory", "not enforced"),
+            "writable_space_sampled": _set("enforcement.writable_space", "sampled"),
+            "nothing_enforced": _set(
+                "enforcement", {"memory": "not enforced", "writable_space": "sampled"}
+            ),
         },
     ),
 ]
@@ -338,6 +345,20 @@ RESULT_INVALID = _mutated(
         "as_v2": _set("schema", "mailroom.episode_result/v2"),
         "as_v3": _set("schema", "mailroom.episode_result/v3"),
         "as_v4": _set("schema", "mailroom.episode_result/v4"),
+        "as_v5": _set("schema", "mailroom.episode_result/v5"),
+        "no_enforcement": _set("enforcement", DELETE),
+        "null_enforcement": _set("enforcement", None),
+        "enforcement_empty": _set("enforcement", {}),
+        "no_memory": _set("enforcement.memory", DELETE),
+        "no_writable_space": _set("enforcement.writable_space", DELETE),
+        "memory_bool": _set("enforcement.memory", True),
+        "memory_not_enforced_underscore": _set("enforcement.memory", "not_enforced"),
+        "memory_upper": _set("enforcement.memory", "Enforced"),
+        "memory_null": _set("enforcement.memory", None),
+        "writable_space_other": _set("enforcement.writable_space", "enforced"),
+        "writable_space_null": _set("enforcement.writable_space", None),
+        "enforcement_extra": _set("enforcement.memory_reason", "no cgroup"),
+        "enforcement_string": _set("enforcement", "enforced"),
         "no_simulator": _set("simulator", DELETE),
         "null_simulator": _set("simulator", None),
         "simulator_other": _set("simulator", "shared"),
@@ -361,7 +382,13 @@ RESULT_INVALID = _mutated(
 )
 
 
+def _v5(doc: Doc) -> None:
+    doc["schema"] = "mailroom.episode_result/v5"
+    del doc["enforcement"]
+
+
 def _v4(doc: Doc) -> None:
+    _v5(doc)
     doc["schema"] = "mailroom.episode_result/v4"
     del doc["simulator"]
 
@@ -385,6 +412,24 @@ def _v1(doc: Doc) -> None:
     del doc["confinement"]
 
 
+# Results written before enforcement was recorded: the same model reads them.
+RESULT_V5 = _mutated(RESULT, {"v5": _v5})[0][1]
+RESULT_V5_VALID = [
+    ("base", RESULT_V5),
+    *_mutated(RESULT_V5, {"never_started": _set("simulator", "none")}),
+]
+RESULT_V5_INVALID = _mutated(
+    RESULT_V5,
+    {
+        "with_enforcement": _set("enforcement", RESULT["enforcement"]),
+        "null_enforcement": _set("enforcement", None),
+        "as_v6": _set("schema", "mailroom.episode_result/v6"),
+        "as_v4": _set("schema", "mailroom.episode_result/v4"),
+        "no_simulator": _set("simulator", DELETE),
+    },
+)
+
+
 # Results written before the simulator's holding was recorded: the same model reads them.
 RESULT_V4 = _mutated(RESULT, {"v4": _v4})[0][1]
 RESULT_V4_VALID = [("base", RESULT_V4)]
@@ -393,6 +438,7 @@ RESULT_V4_INVALID = _mutated(
     {
         "with_simulator": _set("simulator", "parked"),
         "null_simulator": _set("simulator", None),
+        "with_enforcement": _set("enforcement", RESULT["enforcement"]),
         "as_v5": _set("schema", "mailroom.episode_result/v5"),
         "no_instructions_version": _set("instructions_version", DELETE),
     },
@@ -625,7 +671,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v5", EpisodeResult),
+    "result": ("mailroom.episode_result/v6", EpisodeResult),
+    "result_v5": ("mailroom.episode_result/v5", EpisodeResult),
     "result_v4": ("mailroom.episode_result/v4", EpisodeResult),
     "result_v3": ("mailroom.episode_result/v3", EpisodeResult),
     "result_v2": ("mailroom.episode_result/v2", EpisodeResult),
@@ -641,6 +688,7 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("result", RESULT_VALID, RESULT_INVALID),
+        ("result_v5", RESULT_V5_VALID, RESULT_V5_INVALID),
         ("result_v4", RESULT_V4_VALID, RESULT_V4_INVALID),
         ("result_v3", RESULT_V3_VALID, RESULT_V3_INVALID),
         ("result_v2", RESULT_V2_VALID, RESULT_V2_INVALID),
@@ -673,8 +721,8 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
 
 @pytest.mark.parametrize(
     "doc",
-    [RESULT, RESULT_V4, RESULT_V3, RESULT_V2, RESULT_V1],
-    ids=["v5", "v4", "v3", "v2", "v1"],
+    [RESULT, RESULT_V5, RESULT_V4, RESULT_V3, RESULT_V2, RESULT_V1],
+    ids=["v6", "v5", "v4", "v3", "v2", "v1"],
 )
 def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> None:
     """A version's later fields are never added on the way out, nor its own dropped."""
@@ -685,4 +733,4 @@ def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> No
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v5", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v6", EpisodeResult, doc) == (False, False)

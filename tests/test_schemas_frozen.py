@@ -47,6 +47,9 @@ FROZEN = {
     "mailroom.episode_result.v5.json": (
         "281c2ea76c30e4a8f43af09f578e64b618b07019796ef859e4e78e491e161451"
     ),
+    "mailroom.episode_result.v6.json": (
+        "35bf0b1516208c3350d4410e3530206df02e939c10300862c1d956cdc39c6eaf"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
@@ -67,6 +70,9 @@ FROZEN = {
     ),
     "mailroom.run_manifest.v4.json": (
         "1ed21631e278d354a9c2bc6877c9a6d6cc23d7b9462704f8f0569e934920e9e5"
+    ),
+    "mailroom.run_manifest.v5.json": (
+        "b2ab16fd0f5cffbe40b40621dbc0fb0d1fa8fdf83e377af9117e46bafa27e626"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

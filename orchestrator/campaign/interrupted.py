@@ -24,6 +24,7 @@ from mailroom.orchestrator.records.manifest import instructions_of_run
 from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
+    Enforcement,
     EpisodeResult,
     ErrorKind,
     Latency,
@@ -136,6 +137,7 @@ def record_interrupted(
         # What the run's actors were handed, as its manifest says (v1 before versions).
         instructions_version=instructions_of_run(manifest),
         simulator=_holding_of(events),
+        enforcement=Enforcement.of_actor(_actor_started(events)),
         started_at=utc_timestamp(started) if started is not None else now,
         finished_at=now,
         wall_time_s=0.0,
@@ -156,3 +158,11 @@ def _holding_of(events: list[dict[str, Any]]) -> ResultSimulator:
             held = event.get("simulator", "dedicated")
             return cast(ResultSimulator, held) if held in ("parked", "dedicated") else "none"
     return "none"
+
+
+def _actor_started(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The attempt's `actor_started` event, None if its actor was not started here."""
+    for event in events:
+        if event.get("event") == "actor_started":
+            return event
+    return None

@@ -17,8 +17,11 @@ from mailroom import __version__
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.actors.actor_filesystem import kernel_filesystems
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
+from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.memory_cgroup import ceiling_problem
 from mailroom.orchestrator.actors.profiles import (
     AGENT_CLI_FOLDER,
     REPO_ROOT,
@@ -33,6 +36,8 @@ from mailroom.orchestrator.records.manifest import (
     MANIFEST_SCHEMA,
     MANIFEST_SCHEMA_V2,
     MANIFEST_SCHEMA_V3,
+    MANIFEST_SCHEMA_V4,
+    RunEnforcement,
 )
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
@@ -87,6 +92,35 @@ def agent_cli_versions(declaration: Mapping[str, Any]) -> dict[str, str | None]:
         except (OSError, ValueError, KeyError):
             versions[f"npm:{name}"] = None
     return versions
+
+
+EXTERNAL_ACTORS = "external actors are started by the coordinator, not here"
+NOT_SANDBOXED = "the actors are not sandboxed (--confinement none): the scratch quota is sampled"
+
+
+def launch_enforcement(
+    confinement: ConfinementSettings, declaration: Mapping[str, Any]
+) -> RunEnforcement:
+    """Whether this process holds the run's actors to their limits by the kernel: the
+    memory ceiling the profile declares (`memory_cgroup`, verified by its probe) and each
+    sandboxed actor's writable space (`actor_filesystem`), or why not."""
+    if confinement.mode == "external":
+        return RunEnforcement(
+            memory="not enforced",
+            memory_reason=EXTERNAL_ACTORS,
+            writable_space="sampled",
+            writable_space_reason=EXTERNAL_ACTORS,
+        )
+    limits = declaration.get("limits")
+    memory_mb = ActorLimits.model_validate(limits if isinstance(limits, Mapping) else {}).memory_mb
+    memory_problem = ceiling_problem(memory_mb)
+    space_problem = kernel_filesystems() if confinement.mode == "sandbox" else NOT_SANDBOXED
+    return RunEnforcement(
+        memory="enforced" if memory_problem is None else "not enforced",
+        memory_reason=memory_problem,
+        writable_space="kernel" if space_problem is None else "sampled",
+        writable_space_reason=space_problem,
+    )
 
 
 def build_manifest(
@@ -184,6 +218,8 @@ def build_manifest(
             "pass_env": list(confinement.pass_env),
             "unprivileged_outer_user": confinement.mode == "sandbox" and os.geteuid() == 0,
         },
+        # Decided once, here: what each result's `enforcement` then says of its own actor.
+        "enforcement": launch_enforcement(confinement, profile_declaration).document(),
         "record": record,
         "volatile": {
             "created_at": utc_timestamp(),
@@ -202,18 +238,24 @@ def build_manifest(
 
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
     """The manifest this code would write, in the version a run recorded its own, so a
-    resume compares like with like. A v3 run's is the same without `protocol.benchmark`
-    (its plan, compared by hash, names the benchmark). A v2 run's is, besides, without
-    `blinding.instructions_version` and `profile.programs`: its profile declaration (and
-    `instructions_sha256`) fix the version and are compared; its programs' bytes were not
-    recorded. Any other version is left as it is: a v1 run recorded no confinement, which
-    cannot be left out of the comparison, so a resume of one is refused as before."""
-    if schema not in (MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA_V3):
+    resume compares like with like. A v4 run's is the same without `enforcement` (what
+    the kernel enforced was not recorded; each new result records its own). A v3 run's
+    is, besides, without `protocol.benchmark` (its plan, compared by hash, names the
+    benchmark). A v2 run's is, besides, without `blinding.instructions_version` and
+    `profile.programs`: its profile declaration (and `instructions_sha256`) fix the
+    version and are compared; its programs' bytes were not recorded. Any other version is
+    left as it is: a v1 run recorded no confinement, which cannot be left out of the
+    comparison, so a resume of one is refused as before."""
+    if schema not in (MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA_V3, MANIFEST_SCHEMA_V4):
         return proposed
     if proposed.get("schema") != MANIFEST_SCHEMA:
         return proposed
-    protocol = {k: v for k, v in proposed["protocol"].items() if k != "benchmark"}
-    older = {**proposed, "schema": MANIFEST_SCHEMA_V3, "protocol": protocol}
+    v4 = {k: v for k, v in proposed.items() if k != "enforcement"}
+    v4["schema"] = MANIFEST_SCHEMA_V4
+    if schema == MANIFEST_SCHEMA_V4:
+        return v4
+    protocol = {k: v for k, v in v4["protocol"].items() if k != "benchmark"}
+    older = {**v4, "schema": MANIFEST_SCHEMA_V3, "protocol": protocol}
     if schema == MANIFEST_SCHEMA_V3:
         return older
     blinding = {k: v for k, v in older["blinding"].items() if k != "instructions_version"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mailroom.mailbox.endpoint import create_endpoint
@@ -32,7 +32,7 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
-from mailroom.orchestrator.records.result import EpisodeResult
+from mailroom.orchestrator.records.result import Enforcement, EpisodeResult
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
 from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
@@ -224,16 +224,20 @@ def blinded_episode(
     checks = [scratch_quota(mailbox, limits or ActorLimits())]
     transport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
+    # An actor not started here (an external one) was held to nothing by the kernel.
+    request = prepared.request
     try:
         if launch_actor is not None and identity is not None:
             actor = launch_actor.start(
                 endpoint, instructions, identity, evidence.paths.actor_output
             )
-            evidence.event("actor_started", **actor.description())
+            started = actor.description()
+            evidence.event("actor_started", **started)
+            request = replace(request, enforcement=Enforcement.of_actor(started))
             transport = ActorGuard(mailbox, actor.alive, [*checks, *memory_limit(actor)])
         elif on_launch_message is not None:
             on_launch_message(instructions)
-        result = yield from prepared.runner.steps(prepared.request, transport, evidence)
+        result = yield from prepared.runner.steps(request, transport, evidence)
         yield Ending(result)  # the simulator is free; what follows does not touch it
         if record == "full":
             videos = video.finish()

@@ -26,6 +26,7 @@ from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
     CaseRecord,
     Counters,
+    Enforcement,
     EpisodeResult,
     Latency,
     Outcome,
@@ -193,6 +194,9 @@ class EpisodeRequest:
     confinement: ConfinementRecord
     # The actor instructions version it was handed ("v1", "v2", ...), as its result says.
     instructions_version: str
+    # Whether the kernel enforced its actor's limits, from the actor's description once it
+    # started (`Enforcement.of_actor`); not enforced, sampled for an actor not started here.
+    enforcement: Enforcement = field(default_factory=lambda: Enforcement.of_actor(None))
 
 
 def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
@@ -372,6 +376,7 @@ class EpisodeRunner:
             confinement=request.confinement,
             instructions_version=request.instructions_version,
             simulator=simulator_holding(self.adapter, started=start is not None),
+            enforcement=request.enforcement,
             started_at=started_at,
             finished_at=utc_timestamp(),
             wall_time_s=round(time.monotonic() - t0, 3),

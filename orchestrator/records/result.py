@@ -1,21 +1,24 @@
-"""The episode result document (`mailroom.episode_result/v5`): private, written last.
+"""The episode result document (`mailroom.episode_result/v6`): private, written last.
 
 Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
 actor's latency, the queueing delay before the response was served and the
 orchestrator's processing; version 4 names the actor instructions version the attempt's
 actor was handed; version 5 says how the attempt's simulator was held (`parked` or
-`dedicated`, `sim.parked`). Results written before any of them still load and report: a v1
+`dedicated`, `sim.parked`); version 6 says whether the kernel enforced the actor's limits
+(`enforcement`: its memory ceiling and its writable space, as its `actor_started` event
+recorded them). Results written before any of them still load and report: a v1
 result's `confinement` is None, which reports as not confined (before v2 every spawned
 actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
 figures (None); a v1 to v3 result's `instructions_version` is None (its run's manifest
 says which version, v1 for a run from before instructions had versions); a v1 to v4
-result's `simulator` is None (every episode then had a simulator of its own).
+result's `simulator` is None (every episode then had a simulator of its own); a v1 to v5
+result's `enforcement` is None (not recorded: the report counts it as unknown).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal, Protocol
 
@@ -35,18 +38,26 @@ RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_resu
 RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
 RESULT_SCHEMA_V3: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
 RESULT_SCHEMA_V4: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v5"] = "mailroom.episode_result/v5"
+RESULT_SCHEMA_V5: Literal["mailroom.episode_result/v5"] = "mailroom.episode_result/v5"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v6"] = "mailroom.episode_result/v6"
 RESULT_SCHEMAS = (
     RESULT_SCHEMA_V1,
     RESULT_SCHEMA_V2,
     RESULT_SCHEMA_V3,
     RESULT_SCHEMA_V4,
+    RESULT_SCHEMA_V5,
     RESULT_SCHEMA,
 )
 # How an attempt's simulator was held while it was live (`sim.parked`).
 SimulatorHolding = Literal["parked", "dedicated"]
 # A result's `simulator`: how it was held, or "none" (the episode never started).
 ResultSimulator = Literal["parked", "dedicated", "none"]
+# Whether the kernel held an actor to its memory ceiling (`actors.memory_cgroup`).
+MemoryEnforced = Literal["enforced", "not enforced"]
+# How an actor's scratch/, /tmp and /dev/shm were bounded: a tmpfs of its own bounded by
+# the kernel, or the scratch quota sampled while the orchestrator waits
+# (`actors.actor_filesystem`).
+WritableSpace = Literal["kernel", "sampled"]
 Outcome = Literal["success", "failure", "error"]
 Termination = Literal[
     "native_success",
@@ -199,6 +210,29 @@ class CaseRecord(Strict):
         )
 
 
+class Enforcement(Strict):
+    """Whether the kernel enforced the attempt's actor's limits (result v6 on)."""
+
+    memory: MemoryEnforced
+    writable_space: WritableSpace
+
+    @classmethod
+    def of_actor(cls, started: Mapping[str, object] | None) -> Enforcement:
+        """From what an actor's `actor_started` event records (its `memory`, from
+        `memory_cgroup.ceiling_record`, and its `filesystem`, from
+        `actor_filesystem.filesystem_record`); None for an actor the orchestrator did not
+        start (an external one, or an attempt that ended before its actor started): not
+        enforced, sampled. A record that does not say so counts as not enforced."""
+        memory = started.get("memory") if started is not None else None
+        space = started.get("filesystem") if started is not None else None
+        enforced = isinstance(memory, Mapping) and memory.get("enforced") is True
+        kernel = isinstance(space, Mapping) and space.get("enforced") == "kernel"
+        return cls(
+            memory="enforced" if enforced else "not enforced",
+            writable_space="kernel" if kernel else "sampled",
+        )
+
+
 class SettingsRecord(Strict):
     budget_mode: BudgetMode
     max_policy_calls: Annotated[int, Field(ge=1)] | None
@@ -219,6 +253,7 @@ class EpisodeResult(Strict):
         "mailroom.episode_result/v3",
         "mailroom.episode_result/v4",
         "mailroom.episode_result/v5",
+        "mailroom.episode_result/v6",
     ] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
@@ -241,6 +276,8 @@ class EpisodeResult(Strict):
     # How its simulator was held (v5 on): parked in its task's shared one, its own, or
     # "none" (its episode never started); None in a v1 to v4 result.
     simulator: ResultSimulator | None = None
+    # Whether the kernel enforced its actor's limits (v6 on); None in a v1 to v5 result.
+    enforcement: Enforcement | None = None
     started_at: Timestamp
     finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
@@ -248,28 +285,38 @@ class EpisodeResult(Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     # Fields a version before them has not; each later version must have them (below).
     _may_be_absent: ClassVar[frozenset[str]] = frozenset(
-        {"confinement", "queue_delay", "processing", "instructions_version", "simulator"}
+        {
+            "confinement",
+            "queue_delay",
+            "processing",
+            "instructions_version",
+            "simulator",
+            "enforcement",
+        }
     )
 
     @model_validator(mode="after")
     def _fields_by_version(self) -> EpisodeResult:
         if (self.schema_ == RESULT_SCHEMA_V1) != (self.confinement is None):
             raise ValueError(
-                "a v2 to v4 result records its confinement; a v1 result has no confinement field"
+                "a v2 to v6 result records its confinement; a v1 result has no confinement field"
             )
-        timed = self.schema_ in (RESULT_SCHEMA_V3, RESULT_SCHEMA_V4, RESULT_SCHEMA)
+        timed = self.schema_ not in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2)
         for name in ("queue_delay", "processing"):
             if timed != (getattr(self, name) is not None):
                 raise ValueError(
-                    f"a v3 to v5 result records {name}; a v1 or v2 result has no {name}"
+                    f"a v3 to v6 result records {name}; a v1 or v2 result has no {name}"
                 )
-        versioned = self.schema_ in (RESULT_SCHEMA_V4, RESULT_SCHEMA)
+        versioned = self.schema_ in (RESULT_SCHEMA_V4, RESULT_SCHEMA_V5, RESULT_SCHEMA)
         if versioned != (self.instructions_version is not None):
             raise ValueError(
-                "a v4 or v5 result records its instructions_version; a v1 to v3 result has none"
+                "a v4 to v6 result records its instructions_version; a v1 to v3 result has none"
             )
-        if (self.schema_ == RESULT_SCHEMA) != (self.simulator is not None):
-            raise ValueError("a v5 result records its simulator; a v1 to v4 result has none")
+        held = self.schema_ in (RESULT_SCHEMA_V5, RESULT_SCHEMA)
+        if held != (self.simulator is not None):
+            raise ValueError("a v5 or v6 result records its simulator; a v1 to v4 result has none")
+        if (self.schema_ == RESULT_SCHEMA) != (self.enforcement is not None):
+            raise ValueError("a v6 result records its enforcement; a v1 to v5 result has none")
         return self
 
     @model_serializer(mode="wrap")
@@ -278,13 +325,15 @@ class EpisodeResult(Strict):
         if isinstance(data, dict):
             if self.schema_ == RESULT_SCHEMA_V1:
                 data.pop("confinement", None)
-            if self.schema_ not in (RESULT_SCHEMA_V3, RESULT_SCHEMA_V4, RESULT_SCHEMA):
+            if self.schema_ in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2):
                 data.pop("queue_delay", None)
                 data.pop("processing", None)
-            if self.schema_ not in (RESULT_SCHEMA_V4, RESULT_SCHEMA):
+            if self.schema_ not in (RESULT_SCHEMA_V4, RESULT_SCHEMA_V5, RESULT_SCHEMA):
                 data.pop("instructions_version", None)
-            if self.schema_ != RESULT_SCHEMA:
+            if self.schema_ not in (RESULT_SCHEMA_V5, RESULT_SCHEMA):
                 data.pop("simulator", None)
+            if self.schema_ != RESULT_SCHEMA:
+                data.pop("enforcement", None)
         return data
 
     @property
