@@ -16,6 +16,7 @@ from conftest import mailroom_exe
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cli.report import COLUMNS, print_report
+from mailroom.orchestrator.records.result import Enforcement
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.reporter import Report, Tally, build_report
 from pydantic import ValidationError
@@ -85,10 +86,22 @@ def assert_fits(text: str) -> None:
 def five_cases(tmp_path: Path) -> tuple[RunDirectory, list[Case]]:
     """One success, one failure, one infrastructure error, one interrupted, one unattempted;
     the success's simulator was parked, the failure's result is a v4 one (which does not
-    say how its simulator was held), the error's and the interrupted one's were their own."""
+    say how its simulator was held, nor what the kernel enforced), the error's and the
+    interrupted one's were their own; the success's actor was held to its limits by the
+    kernel, the error's and the interrupted one's (external) to none."""
     run, cases = make_development_run(tmp_path)
     assert len(cases) == 5
-    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False, simulator="parked")
+    held = Enforcement(memory="enforced", writable_space="kernel")
+    write_result(
+        run,
+        cases[0],
+        1,
+        outcome="success",
+        executed=5,
+        proprio=False,
+        simulator="parked",
+        enforcement=held,
+    )
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
     as_v4(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     write_result(run, cases[2], 1, outcome="error", executed=0, proprio=False)
@@ -142,6 +155,11 @@ def test_the_json_document_names_both_rates(
     assert "success + failure" in definitions["completed"]
     assert document["simulators"] == {"parked": 1, "dedicated": 2, "unknown": 1}
     assert "parked" in definitions["simulators"]
+    assert document["limits"] == {
+        "memory": {"enforced": 1, "not enforced": 2, "unknown": 1},
+        "writable_space": {"kernel": 1, "sampled": 2, "unknown": 1},
+    }
+    assert "mailroom.episode_result/v6" in definitions["limits"]
 
 
 def test_the_table_fits_80_columns_with_both_rates(
@@ -159,6 +177,11 @@ def test_the_table_fits_80_columns_with_both_rates(
     assert "overall success over completed: 1/2 (50.0%, 95% interval 9.5-90.5%)\n" in text
     assert "incomplete: 1 of 5 selected cases unattempted" in text
     assert "simulators: 1 parked, 2 dedicated, 1 unknown (results before v5)\n" in text
+    # One line, wrapped to fit 80 columns.
+    assert (
+        "limits: memory enforced in 1 of 4 results; writable space bounded by the kernel "
+        "in 1 of 4 (1 unknown: results before v6) "
+    ) in " ".join(text.split()) + " "
 
 
 def test_the_command_prints_the_same_table_in_an_80_column_terminal(

@@ -150,6 +150,23 @@ def simulators_line(simulators: dict[str, int]) -> str:
     return f"simulators: {said or 'no result yet'}"
 
 
+def limits_line(limits: dict[str, dict[str, int]]) -> str:
+    """`limits: memory enforced in 12 of 12 results; writable space bounded by the kernel
+    in 12 of 12`: the cases with a result by whether the kernel enforced their actor's
+    limits, results before v6 said apart as unknown."""
+    memory = limits.get("memory", {})
+    space = limits.get("writable_space", {})
+    results = sum(memory.values())
+    if not results:
+        return "limits: no result yet"
+    unknown = memory.get("unknown", 0)
+    said = (
+        f"limits: memory enforced in {memory.get('enforced', 0)} of {results} results; "
+        f"writable space bounded by the kernel in {space.get('kernel', 0)} of {results}"
+    )
+    return said + (f" ({unknown} unknown: results before v6)" if unknown else "")
+
+
 def print_report(report: Report, out: Console = console) -> None:
     out.print(report_table(report))
     for line in legend():
@@ -162,6 +179,7 @@ def print_report(report: Report, out: Console = console) -> None:
     modes = ", ".join(f"{mode} {n}" for mode, n in report.confinement_modes.items()) or "none yet"
     out.print(f"confinement of the attempts: {modes}", highlight=False)
     out.print(escape(simulators_line(report.simulators)), highlight=False)
+    out.print(escape(limits_line(report.limits)), highlight=False)
     if report.not_confined_attempts:
         out.print(
             f"[yellow]{len(report.not_confined_attempts)} attempts were NOT confined[/yellow] "

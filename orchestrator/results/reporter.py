@@ -34,7 +34,13 @@ from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
-from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult, ResultSimulator
+from mailroom.orchestrator.records.result import (
+    SUMMED_COUNTERS,
+    EpisodeResult,
+    MemoryEnforced,
+    ResultSimulator,
+    WritableSpace,
+)
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -71,10 +77,24 @@ DEFINITIONS: dict[str, str] = {
         "simulator, docs/parking.md), dedicated (its own), none (the episode never started), "
         "unknown (a result before mailroom.episode_result/v5 does not say)"
     ),
+    "limits": (
+        "cases with a result by whether the kernel enforced its actor's limits: memory "
+        "(enforced: a memory cgroup held it to the profile's ceiling; not enforced) and "
+        "writable_space (kernel: its scratch/, /tmp and /dev/shm a tmpfs bounded in bytes "
+        "and inodes; sampled: the scratch quota checked while the orchestrator waits); an "
+        "actor not started by the orchestrator is not enforced, sampled; unknown (a result "
+        "before mailroom.episode_result/v6 does not say)"
+    ),
 }
 # How a case's simulator was held, in the report's words, in the order they are shown.
 SIMULATOR_UNKNOWN = "unknown"
 SIMULATOR_LABELS: tuple[str, ...] = (*get_args(ResultSimulator), SIMULATOR_UNKNOWN)
+# Whether the kernel enforced an actor's limits, in the report's words, in order.
+LIMITS_UNKNOWN = "unknown"
+LIMIT_LABELS: dict[str, tuple[str, ...]] = {
+    "memory": (*get_args(MemoryEnforced), LIMITS_UNKNOWN),
+    "writable_space": (*get_args(WritableSpace), LIMITS_UNKNOWN),
+}
 
 
 @dataclass(frozen=True)
@@ -222,6 +242,9 @@ class Report(BaseModel):
     confinement_modes: dict[str, int]
     # Cases with a result by how its simulator was held (`SIMULATOR_LABELS`, none at 0).
     simulators: dict[str, int] = Field(default_factory=dict)
+    # Cases with a result by whether the kernel enforced its actor's limits, per limit
+    # (`LIMIT_LABELS`, none at 0).
+    limits: dict[str, dict[str, int]] = Field(default_factory=dict)
 
     def tally_rows(self) -> list[tuple[str, str | None, Tally]]:
         """Each suite, then its groups (categories, cells) under it, then overall (suite
@@ -254,6 +277,15 @@ def simulator_label(result: EpisodeResult) -> str:
     if isinstance(held, str) and held in get_args(ResultSimulator):
         return held
     return SIMULATOR_UNKNOWN
+
+
+def limit_labels(result: EpisodeResult) -> dict[str, str]:
+    """Whether the kernel enforced an attempt's actor's limits, per limit, in the
+    report's words (`LIMIT_LABELS`): `unknown` for a result before v6."""
+    enforcement = result.enforcement
+    if enforcement is None:
+        return {limit: LIMITS_UNKNOWN for limit in LIMIT_LABELS}
+    return {"memory": enforcement.memory, "writable_space": enforcement.writable_space}
 
 
 @dataclass(frozen=True)
@@ -362,6 +394,7 @@ def build_report(run_dir: Path) -> Report:
     by_suite: dict[str, list[CaseCount]] = defaultdict(list)
     modes: dict[str, int] = defaultdict(int)
     held: dict[str, int] = defaultdict(int)
+    limits: dict[str, dict[str, int]] = {limit: defaultdict(int) for limit in LIMIT_LABELS}
     not_confined: list[str] = []
     by_category: dict[str, list[CaseCount]] = defaultdict(list)
     for case, selected in zip(cases, plan.to_cases(), strict=True):
@@ -372,6 +405,8 @@ def build_report(run_dir: Path) -> Report:
         if isinstance(case.result, EpisodeResult) and case.attempt_id is not None:
             modes[confinement_label(case.result)] += 1
             held[simulator_label(case.result)] += 1
+            for limit, label in limit_labels(case.result).items():
+                limits[limit][label] += 1
             if not case.result.confined:
                 not_confined.append(case.attempt_id)
     overall = tally(cases)
@@ -392,6 +427,10 @@ def build_report(run_dir: Path) -> Report:
         not_confined_attempts=sorted(not_confined),
         confinement_modes=dict(sorted(modes.items())),
         simulators={label: held[label] for label in SIMULATOR_LABELS if held[label]},
+        limits={
+            limit: {label: limits[limit][label] for label in labels if limits[limit][label]}
+            for limit, labels in LIMIT_LABELS.items()
+        },
     )
 
 
