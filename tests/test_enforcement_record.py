@@ -28,8 +28,7 @@ from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import NOT_SANDBOXED
 from mailroom.orchestrator.records.result import Enforcement, EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
-from test_export import make_run, write_result
-from test_report_confinement import as_v5
+from test_export import as_v5, make_run, write_result
 from test_toy_family import install_toy_family
 
 ENFORCED = {"memory": "enforced", "writable_space": "kernel"}

@@ -152,6 +152,15 @@ def write_result(
     return result
 
 
+def as_v5(path: Path) -> None:
+    """The result as v5 wrote it: everything but what the kernel enforced."""
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v5"
+    del document["enforcement"]
+    assert schema_errors("mailroom.episode_result/v5", document) == []
+    path.write_text(json.dumps(document))
+
+
 def action(i: int) -> list[float]:
     return [0.01 * i, -0.02 * i, 0.5, 0.0, 0.1, -0.1, 1.0 if i % 2 else -1.0]
 
@@ -234,11 +243,23 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     run, (case0, case1) = make_run(tmp_path, proprio=False)
     # case 0: attempt 1 was interrupted (no steps file), attempt 2 succeeded, with videos
     write_result(run, case0, 1, outcome="error", executed=7, proprio=False, interrupted=True)
-    write_result(run, case0, 2, outcome="success", executed=5, proprio=False, simulator="parked")
+    held = Enforcement(memory="enforced", writable_space="kernel")
+    write_result(
+        run,
+        case0,
+        2,
+        outcome="success",
+        executed=5,
+        proprio=False,
+        simulator="parked",
+        enforcement=held,
+    )
     write_steps(run, case0, 2, 5, proprio=False, success_at=4)
     write_videos(run, case0, 2, frames=5)
-    # case 1: attempt 1 failed; attempt 2's result is corrupt; attempt 3 has none yet
+    # case 1: attempt 1 failed (a v5 result); attempt 2's result is corrupt; attempt 3 has
+    # none yet
     write_result(run, case1, 1, outcome="failure", executed=3, proprio=False)
+    as_v5(run.episode_dir(case1.attempt_id(1)) / "result.json")
     write_steps(run, case1, 1, 3, proprio=False)
     run.episode_dir(case1.attempt_id(2)).mkdir()
     (run.episode_dir(case1.attempt_id(2)) / "result.json").write_text("{ not json")
@@ -282,6 +303,11 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     assert column(episodes, "leak_disclosed") == [False, False, True]
     assert episodes.schema.field("simulator").type == pa.string()
     assert column(episodes, "simulator") == ["dedicated", "parked", "dedicated"]
+    # What the kernel enforced: an external actor nothing, a v5 result does not say.
+    for name in ("enforcement.memory", "enforcement.writable_space"):
+        assert episodes.schema.field(name).type == pa.string()
+    assert column(episodes, "enforcement.memory") == ["not enforced", "enforced", None]
+    assert column(episodes, "enforcement.writable_space") == ["sampled", "kernel", None]
     assert column(episodes, "suite") == ["libero_10"] * 3
     assert column(episodes, "task_index") == [0, 0, 1]
     assert column(episodes, "seed") == [case0.seed] * 3

@@ -14,7 +14,7 @@ from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
 from mailroom.orchestrator.results.export import export_parquet
 from mailroom.orchestrator.results.reporter import build_report
-from test_export import make_run, write_result
+from test_export import as_v5, make_run, write_result
 
 
 def as_v1(path: Path) -> None:
@@ -24,15 +24,6 @@ def as_v1(path: Path) -> None:
     for name in (*later, "enforcement"):
         del document[name]
     assert schema_errors("mailroom.episode_result/v1", document) == []
-    path.write_text(json.dumps(document))
-
-
-def as_v5(path: Path) -> None:
-    """The result as v5 wrote it: everything but what the kernel enforced."""
-    document = json.loads(path.read_text())
-    document["schema"] = "mailroom.episode_result/v5"
-    del document["enforcement"]
-    assert schema_errors("mailroom.episode_result/v5", document) == []
     path.write_text(json.dumps(document))
 
 

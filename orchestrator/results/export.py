@@ -5,7 +5,10 @@ attempts of a case are kept and flagged `superseded`. Video columns hold each ca
 MP4 path relative to the run directory, or null; `group` is the report's group of the
 case (a LIBERO-Plus perturbation category, a LIBERO-Para paraphrase cell), or null;
 `simulator` is how the episode's simulator was held (`parked`, `dedicated`, `none` if the
-episode never started), null for a result before `mailroom.episode_result/v5`.
+episode never started), null for a result before `mailroom.episode_result/v5`;
+`enforcement.memory` (`enforced`, `not enforced`) and `enforcement.writable_space`
+(`kernel`, `sampled`) say whether the kernel enforced the actor's limits, null for a
+result before `mailroom.episode_result/v6`.
 
 steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
 LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
@@ -254,6 +257,8 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("leak_disclosed", pa.bool_()),
         ("confinement", text),
         ("simulator", text),
+        ("enforcement.memory", text),
+        ("enforcement.writable_space", text),
         ("proprio", pa.bool_()),
         ("bddl_sha256", text),
         ("init_states_sha256", text),
@@ -466,6 +471,11 @@ def _episode_row(
         "confinement": None if r.confinement is None else r.confinement.mode,
         # v1 to v4 results do not say how their simulator was held: null, never a guess.
         "simulator": r.simulator,
+        # v1 to v5 results do not say what the kernel enforced: null.
+        "enforcement.memory": None if r.enforcement is None else r.enforcement.memory,
+        "enforcement.writable_space": (
+            None if r.enforcement is None else r.enforcement.writable_space
+        ),
         "proprio": r.settings.proprio,
         "bddl_sha256": r.case.bddl_sha256,
         "init_states_sha256": r.case.init_states_sha256,
