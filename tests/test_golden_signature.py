@@ -63,6 +63,10 @@ What changed the pinned table, newest first:
   memory ceiling enforced and the writable space bounded by the kernel, as this machine
   allows a root launch): `result.schema` and `manifest.schema` changed,
   `result.enforcement.*` and `manifest.enforcement.*` are new.
+- a sandboxed actor's scratch/, /tmp and /dev/shm are one tmpfs of its own, bounded by
+  the kernel and kept into the endpoint after the stop: `actor_started.filesystem.*`
+  (the bound) and `actor_stopped.filesystem.*` (how full, what was kept) are new, and
+  `actor_stopped.endpoint_usage.entries` counts the kept `tmp/` and `dev-shm/` folders.
 """
 
 from __future__ import annotations
