@@ -36,11 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mailroom.orchestrator.actors.lifetime import loaded_libc
 from mailroom.orchestrator.actors.limits import ActorLimits
 
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 0x4000, 1 << 19
-SOURCE = b"mailroom-actor"  # the tmpfs's source name, in the actor's own mountinfo
+# The tmpfs's source name, in the actor's own mountinfo: this prefix and the worker's pid.
+SOURCE = "mailroom-actor"
 # Where the tmpfs is mounted, in the child's mount namespace only: an empty folder of the
 # host, which never sees anything mounted on it. Others may search it (not list it):
 # bubblewrap, as the sandbox's unprivileged user, resolves each folder's path from the
@@ -55,6 +57,10 @@ FOLDERS: tuple[tuple[str, str, int], ...] = (
 # The root and its three folders take inodes of their own.
 OWN_INODES = 1 + len(FOLDERS)
 KEPT_DEPTH = 64  # folders below each kept folder; deeper is counted, not kept (as the audit)
+NAMED_NOT_KEPT = 20  # entries not kept named in the record (all are counted)
+SHOWN_PATH = 256  # characters of such a name kept in the record
+HARD_LINKS_NOTED = 10_000  # hard-linked files whose first copy is remembered (then copied)
+LONGEST_KEPT = 64 << 30  # a file longer than this (sparse: its holes) is named, not kept
 RECEIVE_TIMEOUT_S = 30.0  # generous: the child sent it before it exec'd
 PROBE_TIMEOUT_S = 30.0
 COPY_CHUNK = 1 << 20
@@ -64,8 +70,9 @@ class ActorFilesystemError(OSError):
     """The episode's tmpfs could not be made or its root was not received."""
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+def source_of(worker_pid: int) -> str:
+    """The source name of the tmpfs mounts of a worker's actors."""
+    return f"{SOURCE}-{worker_pid}"
 
 
 def _options(size_bytes: int | None, inodes: int | None) -> bytes:
@@ -84,8 +91,8 @@ import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.unshare({CLONE_NEWNS}) != 0 or libc.mount(None, b"/", None, {MS_REC | MS_SLAVE}, None) != 0:
     sys.exit("a mount namespace: " + os.strerror(ctypes.get_errno()))
-bounded = b"size=1m,nr_inodes=8"
-if libc.mount({SOURCE!r}, sys.argv[1].encode(), b"tmpfs", {MS_NOSUID | MS_NODEV}, bounded) != 0:
+bounded, source = b"size=1m,nr_inodes=8", {SOURCE.encode()!r}
+if libc.mount(source, sys.argv[1].encode(), b"tmpfs", {MS_NOSUID | MS_NODEV}, bounded) != 0:
     sys.exit("a tmpfs with size= and nr_inodes=: " + os.strerror(ctypes.get_errno()))
 """
 
@@ -126,7 +133,14 @@ class KeptContents:
     directories: int = 0
     symlinks: int = 0
     bytes_kept: int = 0
-    not_kept: list[str] = field(default_factory=list)  # what was not copied, and why
+    not_kept: list[str] = field(default_factory=list)  # the first few not copied, and why
+    not_kept_count: int = 0
+
+    def skip(self, path: str, why: str) -> None:
+        """Name something not copied (the first NAMED_NOT_KEPT, shortened), count the rest."""
+        self.not_kept_count += 1
+        if len(self.not_kept) < NAMED_NOT_KEPT:
+            self.not_kept.append(f"{_shown(path)}: {why}")
 
     def document(self) -> dict[str, object]:
         return {
@@ -139,9 +153,16 @@ class KeptContents:
                 "symlinks": self.symlinks,
                 "bytes": self.bytes_kept,
             },
-            "not_kept": self.not_kept[:20],
-            "not_kept_count": len(self.not_kept),
+            "not_kept": list(self.not_kept),
+            "not_kept_count": self.not_kept_count,
         }
+
+
+def _shown(path: str) -> str:
+    """An actor's name as a record can hold it: its bytes that are not UTF-8 escaped, and
+    a long one cut in the middle."""
+    text = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text if len(text) <= SHOWN_PATH else f"{text[:120]}...{text[-120:]}"
 
 
 class ActorFilesystem:
@@ -183,8 +204,9 @@ class ActorFilesystem:
         """Runs in the child between fork and exec, as root: a mount namespace of its own,
         the tmpfs on the anchor, its folders at the numbers bubblewrap is given, and its
         root sent to the worker."""
-        libc = _libc()  # loaded in the parent: the child only calls it
+        libc = loaded_libc()  # loaded in the parent: the child only calls it
         options = _options(self.size_bytes, self.inodes)
+        source = source_of(os.getpid()).encode()
         anchor = bytes(ANCHOR)
         child, targets, (uid, gid) = self._child, dict(self.bwrap_fds), self.owner
 
@@ -192,7 +214,7 @@ class ActorFilesystem:
             if (
                 libc.unshare(CLONE_NEWNS) != 0
                 or libc.mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0
-                or libc.mount(SOURCE, anchor, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0
+                or libc.mount(source, anchor, b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0
             ):
                 number = ctypes.get_errno()
                 raise OSError(number, f"the actor's tmpfs: {os.strerror(number)}")
@@ -218,11 +240,18 @@ class ActorFilesystem:
             raise ActorFilesystemError(f"the actor's tmpfs root was not received: {exc}") from exc
         finally:
             self._parent.close()  # the root is all a live episode holds of it
+        for fd in fds:  # received inheritable: never handed to a later child
+            os.set_inheritable(fd, False)
         if len(fds) != 1:
             for fd in fds:
                 os.close(fd)
             raise ActorFilesystemError("the actor's tmpfs root was not received")
         self._root = fds[0]
+
+    @property
+    def device(self) -> int | None:
+        """The tmpfs's device number, while the worker holds it."""
+        return None if self._root is None else os.fstat(self._root).st_dev
 
     def keep(self, endpoint_root: Path) -> KeptContents:
         """Copy what the actor left into its endpoint (`scratch/`, `tmp/`, `dev-shm/`):
@@ -234,10 +263,13 @@ class ActorFilesystem:
         kept.bytes_used = (usage.f_blocks - usage.f_bfree) * usage.f_frsize
         kept.inodes_used = max(0, usage.f_files - usage.f_ffree - OWN_INODES)
         kept.full = usage.f_bfree == 0 or usage.f_ffree == 0
+        # What is kept never exceeds what the tmpfs held, twice over (a hard link that
+        # could not be made is a copy): a bound on the disk the run's records take.
+        budget = _Budget(bytes=2 * max(kept.bytes_used, COPY_CHUNK), entries=2 * usage.f_files)
         endpoint = os.open(endpoint_root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
             for name, _, _ in FOLDERS:
-                _keep_folder(self._root, name, endpoint, kept)
+                _keep_folder(self._root, name, endpoint, kept, budget)
         finally:
             os.close(endpoint)
         return kept
@@ -256,81 +288,128 @@ def _open_folder(name: str, dir_fd: int) -> int:
     return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
 
 
-def _keep_folder(root: int, name: str, endpoint: int, kept: KeptContents) -> None:
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(name, 0o700, dir_fd=endpoint)
-    top = _open_folder(name, endpoint)  # held to the end: hard links name their first copy in it
-    links = _Links(top, name)
-    # Iterative, one pair of open folders per level (a tmpfs may hold a very deep tree).
-    stack: list[tuple[int, int, str, int]] = [(_open_folder(name, root), os.dup(top), "", 0)]
-    try:
-        while stack:
-            src, dst, path, depth = stack.pop()
-            try:
-                for entry in sorted(os.listdir(src)):
-                    inner = f"{path}/{entry}" if path else entry
-                    pushed = _keep_entry(src, dst, entry, inner, depth, kept, links)
-                    if pushed is not None:
-                        stack.append(pushed)
-            finally:
-                os.close(src)
-                os.close(dst)
-    finally:
-        for src, dst, _, _ in stack:
-            os.close(src)
-            os.close(dst)
-        os.close(top)
+@dataclass
+class _Budget:
+    """What may still be written into the endpoint."""
+
+    bytes: int
+    entries: int
 
 
 @dataclass
-class _Links:
-    """A hard-linked file's first copy, by its inode, as a path below the kept folder."""
+class _Walk:
+    """One kept folder's copy: where its hard-linked files' first copies are."""
 
-    top: int
-    folder: str  # the kept folder's name, before each path said of it
+    top: int  # the kept folder in the endpoint, held to the end
+    folder: str  # its name, before each path said of it
+    kept: KeptContents
+    budget: _Budget
     first: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
-def _keep_entry(
-    src: int,
-    dst: int,
-    name: str,
-    path: str,
-    depth: int,
-    kept: KeptContents,
-    links: _Links,
-) -> tuple[int, int, str, int] | None:
-    """Copy one entry; a folder comes back to be walked."""
-    info = os.stat(name, dir_fd=src, follow_symlinks=False)
-    kind = stat.S_IFMT(info.st_mode)
+@dataclass
+class _Level:
+    """A folder being copied: both sides open, the names still to copy."""
+
+    src: int
+    dst: int
+    path: str
+    names: list[str]
+
+    def close(self) -> None:
+        os.close(self.src)
+        os.close(self.dst)
+
+
+def _open_level(src_dir: int, dst_dir: int, name: str, path: str) -> _Level:
+    src = _open_folder(name, src_dir)
     try:
+        dst = _open_folder(name, dst_dir)
+        try:
+            names = sorted(os.listdir(src), reverse=True)  # popped from the end
+        except BaseException:
+            os.close(dst)
+            raise
+    except BaseException:
+        os.close(src)
+        raise
+    return _Level(src, dst, path, names)
+
+
+def _keep_folder(root: int, name: str, endpoint: int, kept: KeptContents, budget: _Budget) -> None:
+    """Depth first, one open pair of folders per level (at most KEPT_DEPTH + 1 pairs,
+    however wide or deep the actor's tree)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o700, dir_fd=endpoint)
+    top = _open_folder(name, endpoint)
+    walk = _Walk(top, name, kept, budget)
+    levels: list[_Level] = []
+    try:
+        levels.append(_open_level(root, endpoint, name, ""))
+        while levels:
+            level = levels[-1]
+            if not level.names:
+                levels.pop().close()
+                continue
+            entry = level.names.pop()
+            inner = f"{level.path}/{entry}" if level.path else entry
+            deeper = _keep_entry(level, entry, inner, len(levels) - 1, walk)
+            if deeper is not None:
+                levels.append(deeper)
+    finally:
+        for level in levels:
+            level.close()
+        os.close(top)
+
+
+def _keep_entry(level: _Level, name: str, path: str, depth: int, walk: _Walk) -> _Level | None:
+    """Copy one entry; a folder comes back open, to be walked."""
+    kept, shown = walk.kept, f"{walk.folder}/{path}"
+    try:
+        info = os.stat(name, dir_fd=level.src, follow_symlinks=False)
+        kind = stat.S_IFMT(info.st_mode)
+        if walk.budget.entries <= 0:
+            kept.skip(shown, "past what is kept of entries")
+            return None
+        walk.budget.entries -= 1
         if kind == stat.S_IFDIR:
             if depth + 1 > KEPT_DEPTH:
-                kept.not_kept.append(f"{links.folder}/{path}: deeper than {KEPT_DEPTH} folders")
+                kept.skip(shown, f"deeper than {KEPT_DEPTH} folders")
                 return None
-            os.mkdir(name, 0o700, dir_fd=dst)
+            os.mkdir(name, 0o700, dir_fd=level.dst)
+            deeper = _open_level(level.src, level.dst, name, path)
             kept.directories += 1
-            return (_open_folder(name, src), _open_folder(name, dst), path, depth + 1)
+            return deeper
         if kind == stat.S_IFLNK:
-            os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+            os.symlink(os.readlink(name, dir_fd=level.src), name, dir_fd=level.dst)
             kept.symlinks += 1
             return None
         if kind != stat.S_IFREG:
-            what = stat.filemode(info.st_mode)
-            kept.not_kept.append(f"{links.folder}/{path}: not a file, folder or link ({what})")
+            kept.skip(shown, f"not a file, folder or link ({stat.filemode(info.st_mode)})")
+            return None
+        if info.st_size > LONGEST_KEPT:
+            kept.skip(shown, f"longer than {LONGEST_KEPT >> 30} GiB ({info.st_size} bytes)")
             return None
         inode = (info.st_dev, info.st_ino)
-        first = links.first.get(inode) if info.st_nlink > 1 else None
+        first = walk.first.get(inode) if info.st_nlink > 1 else None
         if first is not None:
-            os.link(first, name, src_dir_fd=links.top, dst_dir_fd=dst, follow_symlinks=False)
+            os.link(first, name, src_dir_fd=walk.top, dst_dir_fd=level.dst, follow_symlinks=False)
         else:
-            kept.bytes_kept += _copy_file(src, dst, name, info.st_size)
-            if info.st_nlink > 1:
-                links.first[inode] = path
+            stored = info.st_blocks * 512
+            if stored > walk.budget.bytes:
+                kept.skip(shown, "past what is kept of bytes")
+                return None
+            copied = _copy_file(level.src, level.dst, name, info.st_size)
+            walk.budget.bytes -= copied
+            kept.bytes_kept += copied
+            if info.st_nlink > 1 and len(walk.first) < HARD_LINKS_NOTED and len(path) <= 1024:
+                walk.first[inode] = path
         kept.files += 1
-        os.utime(name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=dst, follow_symlinks=False)
+        os.utime(
+            name, ns=(info.st_atime_ns, info.st_mtime_ns), dir_fd=level.dst, follow_symlinks=False
+        )
     except OSError as exc:
-        kept.not_kept.append(f"{links.folder}/{path}: {exc.strerror or exc}")
+        kept.skip(shown, exc.strerror or str(exc))
     return None
 
 

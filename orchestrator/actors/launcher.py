@@ -196,19 +196,24 @@ class ProcessLauncher:
                 filesystem = ActorFilesystem(self.limits, identity.uid, identity.gid)
             elif filesystem_note is None:
                 filesystem_note = "the sandbox has no user of its own"
-            command = self.sandbox.command(
-                self.program,
-                argv,
-                endpoint_root=endpoint.root,
-                held_dirs={
-                    "root": held.root_fd,
-                    "outbox": held.outbox_fd,
-                    "inbox": held.inbox_fd,
-                    "scratch": held.scratch_fd,
-                },
-                scratch=endpoint.scratch,
-                writable=None if filesystem is None else filesystem.bwrap_fds,
-            )
+            try:
+                command = self.sandbox.command(
+                    self.program,
+                    argv,
+                    endpoint_root=endpoint.root,
+                    held_dirs={
+                        "root": held.root_fd,
+                        "outbox": held.outbox_fd,
+                        "inbox": held.inbox_fd,
+                        "scratch": held.scratch_fd,
+                    },
+                    scratch=endpoint.scratch,
+                    writable=None if filesystem is None else filesystem.bwrap_fds,
+                )
+            except BaseException:
+                if filesystem is not None:
+                    filesystem.close()
+                raise
             confinement = {
                 "mode": "sandbox",
                 "tool": self.sandbox.tool.document(),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import select
 import signal
@@ -44,8 +45,7 @@ def die_with_parent(parent_pid: int) -> None:
     kernel will never signal us), exit at once instead.
     """
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        loaded_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     # 0: the parent is alive, outside this process's pid namespace (a worker's children
     # are held in one of their own); a reparented process sees its new parent's pid.
     if os.getppid() not in (parent_pid, 0):
@@ -55,6 +55,7 @@ def die_with_parent(parent_pid: int) -> None:
 def die_with_this_process() -> Callable[[], None]:
     """A `preexec_fn` for children of the calling process."""
     parent = os.getpid()
+    loaded_libc()  # here, before the fork
     return lambda: die_with_parent(parent)
 
 
@@ -120,7 +121,11 @@ _held_lock = threading.Lock()
 _lost_said = threading.Event()
 
 
-def _libc() -> ctypes.CDLL:
+@functools.cache
+def loaded_libc() -> ctypes.CDLL:
+    """The C library, loaded once in this process: a child between fork and exec only
+    calls it (loading it there could wait forever on a lock another thread held at the
+    fork)."""
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -163,7 +168,7 @@ def hold_children_in_pid_namespace(*, die_with_thread: bool = True) -> ChildName
 def _make_namespace(die_with_thread: bool) -> ChildNamespace:
     if os.geteuid() != 0:
         return ChildNamespace("parent_death_signal", "not root: a pid namespace needs root")
-    libc = _libc()
+    libc = loaded_libc()
     own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     if libc.unshare(CLONE_NEWPID) != 0:
         errno = ctypes.get_errno()
@@ -242,7 +247,7 @@ def start_in_namespace() -> Iterator[None]:
         )
     # Opened for each start (a worker holds no descriptor for it): the init is this
     # process's child, so its pid stays its own until this process reaps it.
-    libc = _libc()
+    libc = loaded_libc()
     own = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     try:
         namespace = os.open(f"/proc/{held.init.pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
@@ -268,7 +273,7 @@ def proc_of_the_namespace() -> Callable[[], None]:
     held = _held
     if held is None or not held.held:
         return lambda: None
-    libc = _libc()  # loaded here, in the parent: the child only calls it
+    libc = loaded_libc()  # loaded here, in the parent: the child only calls it
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
 
     def mount_proc() -> None:

@@ -7,7 +7,6 @@ working directory, and the sandbox confines it unless the run says `none`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import resource
 import signal
@@ -26,6 +25,7 @@ from mailroom.orchestrator.actors.actor_filesystem import (
 from mailroom.orchestrator.actors.confinement import REDACTED
 from mailroom.orchestrator.actors.lifetime import (
     die_with_this_process,
+    loaded_libc,
     proc_of_the_namespace,
     start_in_namespace,
 )
@@ -64,8 +64,7 @@ def first_for_the_oom_killer() -> None:
     """Raise this process's OOM score to the most. After a change of user the kernel
     makes it non-dumpable, which leaves its own /proc files root's; the flag is put back
     first (exec sets it anew in any case)."""
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 1)
+    loaded_libc().prctl(PR_SET_DUMPABLE, 1)
     with open("/proc/self/oom_score_adj", "w") as adj:
         adj.write("1000")
 
@@ -311,8 +310,8 @@ class ActorProcess:
             return
         try:
             self.kept = self.filesystem.keep(self.workdir.parent)
-        except OSError as exc:
-            self.kept = {"error": f"its contents were not kept: {exc}"}
+        except Exception as exc:  # the rest of the stop goes on, whatever the actor left
+            self.kept = {"error": f"its contents were not kept: {type(exc).__name__}: {exc}"}
         finally:
             self.filesystem.close()
 
