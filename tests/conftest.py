@@ -144,6 +144,20 @@ def actor_started_events(run_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
+def worker_processes(coordinator_pid: int) -> list[int]:
+    """A launch's worker processes: its children started by multiprocessing's spawn."""
+    path = Path(f"/proc/{coordinator_pid}/task/{coordinator_pid}/children")
+    children = [int(x) for x in path.read_text().split()] if path.exists() else []
+    found = []
+    for pid in children:
+        try:
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 def sandbox_processes_left(run_dir: Path, timeout_s: float = 10.0) -> list[int]:
     """Processes still alive of any sandbox user this run started, once they had
     `timeout_s` to end (an empty list as soon as none is left)."""

@@ -18,6 +18,7 @@ from conftest import (
     leaks_under,
     mailroom_exe,
     sandbox_processes_left,
+    worker_processes,
 )
 from mailroom.mailbox.schemas import schema_errors
 
@@ -233,19 +234,6 @@ def test_audit_of_the_launched_run_finds_no_leak(development_run: dict[str, Any]
     assert all(e["confinement"]["mode"] == "sandbox" for e in started)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
 def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(
     tmp_path: Path, mailbox_root: Path, probe: str
 ) -> None:
@@ -274,11 +262,7 @@ def test_a_worker_lost_mid_episode_is_recorded_and_the_rest_resumes(
     while not (first.exists() and b"observation_published" in first.read_bytes()):
         assert time.monotonic() < deadline and coordinator.poll() is None
         time.sleep(0.05)
-    workers = [
-        p
-        for p in _children(coordinator.pid)
-        if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()
-    ]
+    workers = worker_processes(coordinator.pid)
     assert len(workers) == 1
     os.kill(workers[0], signal.SIGKILL)
     out, err = coordinator.communicate(timeout=300)

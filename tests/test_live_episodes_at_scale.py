@@ -105,7 +105,7 @@ def _measure(worker: int, mailbox: Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _gates(mailbox: Path) -> Iterator[threading.Event]:
-    """Opens every endpoint's gate (its scratch/gate) once the event is set, and keeps
+    """Opens every endpoint's gate (its inbox/gate) once the event is set, and keeps
     opening new ones; at the end, whatever happened, every gate is opened."""
     opened = threading.Event()
     stop = threading.Event()
@@ -113,9 +113,9 @@ def _gates(mailbox: Path) -> Iterator[threading.Event]:
     def serve() -> None:
         while not stop.is_set():
             if opened.is_set():
-                for scratch in mailbox.glob("*/scratch"):
+                for inbox in mailbox.glob("*/inbox"):
                     with contextlib.suppress(OSError):  # an endpoint being removed
-                        (scratch / "gate").touch(exist_ok=True)
+                        (inbox / "gate").touch(exist_ok=True)
             stop.wait(0.2)
 
     server = threading.Thread(target=serve, daemon=True)

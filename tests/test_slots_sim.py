@@ -133,9 +133,9 @@ class Gate:
                 elif time.monotonic() > give_up:
                     self._open.set()
             if self._open.is_set():
-                for scratch in self.mailbox.glob("*/scratch"):
+                for inbox in self.mailbox.glob("*/inbox"):
                     with contextlib.suppress(OSError):  # an endpoint being removed
-                        (scratch / "gate").touch(exist_ok=True)
+                        (inbox / "gate").touch(exist_ok=True)
             self._stop.wait(0.1)
 
 

@@ -282,7 +282,13 @@ def actor_start(rounds: int, mailbox_root: Path) -> dict[str, Any]:
     from mailroom.orchestrator.actors.confinement import ConfinementSettings
     from mailroom.orchestrator.actors.launcher import process_launcher
 
-    command = ["{python}", "-c", "open('started', 'w').close()"]
+    # It says so in its inbox: its scratch/ is its own filesystem, unseen from here.
+    command = [
+        "{python}",
+        "-c",
+        "import sys; open(sys.argv[1] + '/inbox/started', 'w')",
+        "{endpoint}",
+    ]
     launchers = {
         mode: process_launcher(
             command, confinement=ConfinementSettings(mode=mode), mailbox_root=mailbox_root
@@ -296,8 +302,8 @@ def actor_start(rounds: int, mailbox_root: Path) -> dict[str, Any]:
             endpoint = create_endpoint(mailbox_root, actor_gid=identity.gid)
             started = time.perf_counter()
             actor = launcher.start(endpoint, "", identity, None)
-            while not (endpoint.scratch / "started").exists():
-                if not actor.alive() and not (endpoint.scratch / "started").exists():
+            while not (endpoint.inbox / "started").exists():
+                if not actor.alive() and not (endpoint.inbox / "started").exists():
                     raise RuntimeError(f"the {mode} actor ended before it started")
                 time.sleep(0.0005)
             times[mode].append(time.perf_counter() - started)

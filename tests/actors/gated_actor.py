@@ -2,8 +2,9 @@
 """Test actor that waits until a test opens its gate, then becomes another actor
 (argv: ENDPOINT PROGRAM [ARG...]; it runs `python PROGRAM ENDPOINT ARG...`).
 
-The gate is a file named `gate` in the endpoint's scratch/, made by the test (the host
-side of the same folder). A test holds episodes live at once this way, by waiting for
+The gate is a file named `gate` in the endpoint's inbox/, made by the test (a name the
+orchestrator never reads; the actor's scratch/ is its own filesystem, which the host
+does not see while it runs). A test holds episodes live at once this way, by waiting for
 the event (every episode's first observation published) instead of guessing how long
 the simulator builds take. It stops waiting after GIVE_UP_S and goes on: the test
 then fails on what it checks. It reads nothing else, so the actor it becomes answers
@@ -22,7 +23,7 @@ GIVE_UP_S = 900.0
 
 def main() -> int:
     endpoint, program, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
-    gate = Path(endpoint) / "scratch" / "gate"
+    gate = Path(endpoint) / "inbox" / "gate"
     deadline = time.monotonic() + GIVE_UP_S
     while not gate.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -2,8 +2,9 @@
 """Test actor that answers its first observation at once, then holds its second answer
 until a test opens its gate: a slow actor whose slowness is an event, not a guess.
 
-argv: ENDPOINT. The gate is a file named `gate` in the endpoint's scratch/, made by the
-test (the host side of the same folder). The first answer is a small, harmless chunk
+argv: ENDPOINT. The gate is a file named `gate` in the endpoint's inbox/, made by the
+test (a name the orchestrator never reads; the actor's scratch/ is its own filesystem,
+which the host does not see while it runs). The first answer is a small, harmless chunk
 (so the episode has executed controls, written steps and opened its videos); the
 second, once the gate is open, is `stop`. It stops waiting after GIVE_UP_S and answers
 anyway: the test then fails on what it checks. Standard library only: it runs inside
@@ -61,7 +62,7 @@ def main() -> int:
     endpoint = Path(sys.argv[1])
     if not answer(endpoint, 1, {"decision": "act"}):
         return 0
-    wait_for(endpoint / "scratch" / "gate")
+    wait_for(endpoint / "inbox" / "gate")
     answer(endpoint, 2, {"decision": "stop"})
     return 0
 
