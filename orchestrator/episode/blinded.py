@@ -237,6 +237,7 @@ def blinded_episode(
             transport = ActorGuard(mailbox, actor.alive, [*checks, *memory_limit(actor)])
         elif on_launch_message is not None:
             on_launch_message(instructions)
+        evidence.reserve_room()
         result = yield from prepared.runner.steps(request, transport, evidence)
         yield Ending(result)  # the simulator is free; what follows does not touch it
         if record == "full":
@@ -297,6 +298,7 @@ def run_in_process_episode(
     )
     try:
         transport = PolicyTransport(policy, prepared.evidence)
+        prepared.evidence.reserve_room()
         result = prepared.runner.run(prepared.request, transport, prepared.evidence)
     finally:
         prepared.evidence.close()

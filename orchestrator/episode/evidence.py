@@ -33,6 +33,28 @@ class EventMirror(Protocol):
         only once the copy is durable, for the actor sees an observation next."""
 
 
+# Room kept for the episode's last records: a run directory that evidence fills up can
+# still record how its episodes ended (`_reserve_room`).
+RESULT_ROOM_BYTES = 64 << 10
+
+
+def _reserve_room(directory: Path) -> int | None:
+    """An unnamed file in `directory` holding up to RESULT_ROOM_BYTES (as much as there
+    is), given back just before the result is written. Unnamed, it is never a file of the
+    run, and the kernel frees it with the process, killed or not."""
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None  # no unnamed files on this filesystem: nothing is reserved
+    block = bytes(4096)  # written, not a hole: the room is taken now
+    try:
+        for _ in range(RESULT_ROOM_BYTES // len(block)):
+            os.write(fd, block)
+    except OSError:
+        pass  # as much as there was
+    return fd
+
+
 class EpisodeEvidence:
     def __init__(self, directory: Path, mirror: EventMirror | None = None) -> None:
         self.directory = directory
@@ -40,6 +62,7 @@ class EpisodeEvidence:
         self._mirror = mirror
         self._disclosed = False
         make_private_dir(self.directory)
+        self._room: int | None = None
         self.paths.observations.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         self.paths.responses.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         self._events = os.fdopen(open_private_log(self.paths.events), "a", encoding="utf-8")
@@ -123,9 +146,23 @@ class EpisodeEvidence:
         publish_json(self.directory / name, document)
 
     def write_result(self, result: EpisodeResult) -> None:
+        self.release_room()
         publish_json(self.paths.result, result.document())
 
+    def reserve_room(self) -> None:
+        """Keep room for the last records (the last events, steps and the result), once
+        the episode's first records are written: taken as the control loop starts."""
+        if self._room is None:
+            self._room = _reserve_room(self.directory)
+
+    def release_room(self) -> None:
+        """Give back the room kept for the last records (before they are written)."""
+        if self._room is not None:
+            os.close(self._room)
+            self._room = None
+
     def close(self) -> None:
+        self.release_room()
         if not self._events.closed:
             self.write_deferred_events()
         if not self._steps.closed:
