@@ -152,7 +152,7 @@ def test_a_launch_beyond_the_descriptor_limit_is_refused_before_anything_starts(
     run_dir = tmp_path / "run"
     command = launch_command(plan, run_dir, mailbox_root, "{python} -c pass")
     command += ["--slots", "24", "--record", "minimal"] + (["--json"] if as_json else [])
-    # A hard limit of 200 descriptors: 24 live episodes need 15 + 24 x 11 = 279.
+    # A hard limit of 200 descriptors: 24 live episodes need 15 + 24 x 12 = 303.
     proc = subprocess.run(
         command,
         capture_output=True,
@@ -164,8 +164,8 @@ def test_a_launch_beyond_the_descriptor_limit_is_refused_before_anything_starts(
     assert proc.returncode == 2, proc.stderr
     stderr = " ".join(proc.stderr.split())
     assert "refused:" in stderr and "24 live episode(s) (1 worker(s) x 24 slot(s))" in stderr
-    assert "RLIMIT_NOFILE" in stderr and "is 200" in stderr and "need 279" in stderr
-    assert "--slots 16 per worker" in stderr and "raise the hard limit" in stderr
+    assert "RLIMIT_NOFILE" in stderr and "is 200" in stderr and "need 303" in stderr
+    assert "--slots 15 per worker" in stderr and "raise the hard limit" in stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not run_dir.exists()  # nothing written
     assert list(mailbox_root.iterdir()) == []  # no endpoint made

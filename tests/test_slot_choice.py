@@ -45,9 +45,9 @@ def test_parked_takes_the_plans_cases_up_to_the_ceiling() -> None:
 def test_the_kernels_limits_bound_the_choice_and_never_refuse_it() -> None:
     tight = dataclasses.replace(ROOMY, open_files=200, open_files_hard=200)
     fit = kernel_slots_that_fit(Launch(1, 1, 500, record_full=False), tight)
-    assert fit == (200 - WORKER_BASE_FDS) // 11  # the worker's descriptors, 11 per episode
-    # With videos, 13 each.
-    assert kernel_slots_that_fit(Launch(1, 1, 500), tight) == (200 - WORKER_BASE_FDS) // 13
+    assert fit == (200 - WORKER_BASE_FDS) // 12  # the worker's descriptors, 12 per episode
+    # With videos, 14 each.
+    assert kernel_slots_that_fit(Launch(1, 1, 500), tight) == (200 - WORKER_BASE_FDS) // 14
     choice = choose_slots(
         holding="parked", workers=1, cases=500, policy=MemoryPolicy(), kernel_fit=fit
     )
@@ -114,8 +114,8 @@ def test_launch_prints_its_choice_and_checks_the_kernel_with_it(
         os.close(fd)
     stderr = " ".join(proc.stderr.split())
     assert proc.returncode == 5, proc.stderr[-2000:]
-    assert "--slots auto: 16 per worker (the kernel's limits)" in stderr  # (200 - 15) // 11
-    assert "live episodes: at most 16 (1 worker(s) x 16 slot(s)), parked" in stderr
+    assert "--slots auto: 15 per worker (the kernel's limits)" in stderr  # (200 - 15) // 12
+    assert "live episodes: at most 15 (1 worker(s) x 15 slot(s)), parked" in stderr
     assert "Traceback" not in proc.stderr
     assert list(mailbox_root.iterdir()) == []  # no endpoint made
 

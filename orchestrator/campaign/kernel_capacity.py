@@ -24,9 +24,10 @@ from mailroom.orchestrator.campaign.kernel_limits import KernelLimits
 
 # Measured with /proc/<worker>/fd at 4, 10, 12, 40 and 300 live episodes (`--record
 # minimal`): its 4 held endpoint folders (root, outbox, inbox, scratch), the actor's
-# stdout and stderr pipes and the 2 files they are kept in, the events and steps logs;
-# and, sandboxed as root, the root of the actor's own tmpfs (`actors/actor_filesystem.py`).
-FDS_PER_EPISODE = 11
+# stdout and stderr pipes and the 2 files they are kept in, the events and steps logs,
+# the room kept for its last records (`episode/evidence.py`); and, sandboxed as root, the
+# root of the actor's own tmpfs (`actors/actor_filesystem.py`).
+FDS_PER_EPISODE = 12
 # `--record full` adds each camera's open MP4 once frames flow (measured by encoding
 # 80 frames of 2 cameras in 5 `EpisodeVideo`s: +2 each, no thread).
 VIDEO_FDS_PER_EPISODE = 2
