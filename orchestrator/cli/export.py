@@ -71,13 +71,13 @@ def export(
         table = Table(title=f"export of {run_dir.name}")
         table.add_column("file")
         table.add_column("rows", justify="right")
-        table.add_row(str(summary.episodes_file), str(summary.episodes))
-        table.add_row(str(summary.steps_file), str(summary.steps))
+        table.add_row(escape(str(summary.episodes_file)), str(summary.episodes))
+        table.add_row(escape(str(summary.steps_file)), str(summary.steps))
         console.print(table)
         if not summary.proprio:
             console.print("observation.state: absent (the run's proprio track was off)")
         for item in summary.skipped:
-            console.print(f"[yellow]skipped:[/yellow] {item.file}: {item.reason}")
+            console.print(f"[yellow]skipped:[/yellow] {escape(item.file)}: {escape(item.reason)}")
     sys.exit(EXIT_INCOMPLETE if summary.skipped else EXIT_OK)
 
 
