@@ -19,7 +19,8 @@ bytes; no sandbox, worker or mount is left. The others' queueing delay while the
 ran and while it did not is printed (a figure, not an assertion: docs/reliability.md).
 
 `make test` runs 24 cases thinking ~2 s a decision; MAILROOM_SOAK_LIVE=200 (and
-MAILROOM_SOAK_THINK_S, MAILROOM_SOAK_CALLS) is the documented run (docs/reliability.md).
+MAILROOM_SOAK_THINK_S, MAILROOM_SOAK_CALLS, MAILROOM_SOAK_ATTACK_AT) is the documented
+run (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -42,13 +43,18 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 LIVE = int(os.environ.get("MAILROOM_SOAK_LIVE", "24"))
 THINK_S = float(os.environ.get("MAILROOM_SOAK_THINK_S", "2"))
 MAX_POLICY_CALLS = int(os.environ.get("MAILROOM_SOAK_CALLS", "4"))
+# The decision at which attacks begin: a later one keeps the attacked episodes live
+# while the others start, so that a long run holds every case live at once.
+ATTACK_AT = int(os.environ.get("MAILROOM_SOAK_ATTACK_AT", "1"))
 # Half plain; the attacks in turn; the one flooding actor comes three quarters of the way
 # through the endpoints (its episode runs when most others are past their starts).
 CYCLE: tuple[str, ...] = ("normal", "hostile", "normal", "killed", "normal", "quota")
 CYCLE += ("normal", "memory", "normal", "fork")
 FLOODER_AT = LIVE * 3 // 4
 STARTS_S = 5.0  # a decision served this soon after an episode's start waited for the start
-WAIT_S = 1800.0  # generous bounds of waits for events, never timing guesses
+# Generous bounds of waits for events, never timing guesses.
+WAIT_S = max(1800.0, 12 * THINK_S * MAX_POLICY_CALLS)
+RESPONSE_TIMEOUT_S = max(120.0, 3 * THINK_S)  # an actor thinks up to 1.5 x THINK_S
 
 
 def _plan(tmp_path: Path) -> Path:
@@ -98,18 +104,31 @@ class RoleGiver(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            if self.mailbox.is_dir():
-                for endpoint in sorted(self.mailbox.iterdir(), key=lambda p: p.stat().st_mtime):
-                    inbox = endpoint / "inbox"
-                    if endpoint.name in self.roles or not inbox.is_dir():
-                        continue
-                    role = self.role_of(len(self.roles))
-                    tmp = inbox / ".role.tmp"
+            for endpoint in self._by_appearance():
+                inbox = endpoint / "inbox"
+                if endpoint.name in self.roles or not inbox.is_dir():
+                    continue
+                role = self.role_of(len(self.roles))
+                tmp = inbox / ".role.tmp"
+                try:
                     tmp.write_text(role)
                     tmp.chmod(0o644)
                     tmp.rename(inbox / "role.txt")
-                    self.roles[endpoint.name] = role
+                except FileNotFoundError:
+                    continue  # its episode ended (its worker killed) before it had a role
+                self.roles[endpoint.name] = role
             time.sleep(0.02)
+
+    def _by_appearance(self) -> list[Path]:
+        """The endpoints there now, oldest first (one may go while they are listed)."""
+        found: list[tuple[float, Path]] = []
+        if self.mailbox.is_dir():
+            for endpoint in self.mailbox.iterdir():
+                try:
+                    found.append((endpoint.stat().st_mtime, endpoint))
+                except FileNotFoundError:
+                    continue
+        return [endpoint for _, endpoint in sorted(found)]
 
 
 def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -141,11 +160,11 @@ def test_live_episodes_survive_attacks_and_a_killed_worker(
                 "--profile",
                 str(_profile(tmp_path)),
                 "--actor",
-                f"python3 {actor} {{endpoint}} {THINK_S}",
+                f"python3 {actor} {{endpoint}} {THINK_S} {ATTACK_AT}",
             ),
             *("--run-dir", str(run_dir), "--mailbox-root", str(mailbox)),
             *("--workers", "2", "--max-policy-calls", str(MAX_POLICY_CALLS)),
-            *("--response-timeout", "120", "--json"),
+            *("--response-timeout", str(RESPONSE_TIMEOUT_S), "--json"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -190,13 +209,18 @@ def test_live_episodes_survive_attacks_and_a_killed_worker(
     assert len(results) == len(attempts) == LIVE
     assert all(a.endswith("-a1") for a in attempts)
 
-    # Each attempt's role, from what its actor kept (its endpoint, kept for the audit).
+    # Each attempt's role, from what its actor kept (its endpoint, kept for the audit); an
+    # attempt the killed worker took but had not yet given an endpoint has none.
     role_of: dict[str, str] = {}
     for attempt in attempts:
-        mapping = json.loads((run_dir / "episodes" / attempt / "endpoint.json").read_text())
-        role_of[attempt] = giver.roles[Path(mapping["endpoint"]).name]
+        kept = run_dir / "episodes" / attempt / "endpoint.json"
+        if kept.exists():
+            role_of[attempt] = giver.roles[Path(json.loads(kept.read_text())["endpoint"]).name]
+        else:
+            role_of[attempt] = "never started"
     lost = {a for a, r in results.items() if ("infrastructure_error", "worker_lost") in _errors(r)}
     assert lost, "the worker was killed with none of its episodes live"
+    assert {a for a, role in role_of.items() if role == "never started"} <= lost
     for attempt, result in results.items():
         role, errors = role_of[attempt], _errors(result)
         if attempt in lost:
@@ -260,6 +284,8 @@ def _print_figures(
     starts: list[float] = []
     spans: list[tuple[float, int]] = []  # an actor's start (+1) and its attempt's end (-1)
     for attempt, role in role_of.items():
+        if role == "never started":
+            continue
         events = _events(run_dir / "episodes" / attempt)
         starts += [e["t"] for e in events if e["event"] == "episode_started"]
         began = [e["t"] for e in events if e["event"] == "actor_started"]
@@ -290,6 +316,7 @@ def _print_figures(
             {
                 "cases": LIVE,
                 "most_live_at_once": peak,
+                "first_to_last_start_s": round(max(starts) - min(starts), 1) if starts else None,
                 "live_when_the_worker_was_killed": live_before_kill,
                 "lost_with_the_worker": len(lost),
                 "queue_delay_ms_p95_during_flood": p95(during),

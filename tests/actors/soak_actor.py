@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Test actor for the faults-at-scale soak: a slow actor that plays the role it is given.
 
-Usage: soak_actor.py ENDPOINT THINK_S. It waits (up to a minute) for `inbox/role.txt`,
-which the test puts there as each endpoint appears (an inbox name that is not
-`resp-<n>.json` is never read by the orchestrator), writes its role to
+Usage: soak_actor.py ENDPOINT THINK_S [ATTACK_AT]. It waits (up to a minute) for
+`inbox/role.txt`, which the test puts there as each endpoint appears (an inbox name that
+is not `resp-<n>.json` is never read by the orchestrator), writes its role to
 `scratch/role.txt`, then answers every observation after thinking a random 0.5-1.5 x
 THINK_S seconds, with actions that depend on the observation's sequence only:
 
 - normal: nothing else;
+
+and from observation ATTACK_AT on (1 unless given; a later one keeps the attacked
+episodes live while many others start):
+
 - hostile: its first answers are bad (not JSON, a NaN, another request's id), then good;
 - killed: SIGKILLs itself after its first answer;
 - flood: churns its inbox with names like responses that are not (`.resp-<n>.json`,
@@ -80,7 +84,7 @@ def good(observation: dict[str, object], sequence: int) -> str:
 
 
 def bad(observation: dict[str, object], sequence: int) -> str | None:
-    """The hostile actor's first answers."""
+    """The hostile actor's first answers from its attack on (`sequence` counts from it)."""
     if sequence == 1:
         return '{"schema": "mailroom.response/v1", "decision": '  # cut short
     if sequence == 2:
@@ -127,6 +131,7 @@ def fork_until_refused() -> int:
 def main() -> int:
     endpoint = Path(sys.argv[1])
     think_s = float(sys.argv[2])
+    attack_at = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     sys.stdin.read()
     deadline = time.monotonic() + ROLE_WAIT_S
     role_file = endpoint / "inbox" / "role.txt"
@@ -143,9 +148,10 @@ def main() -> int:
     sequence = 1
     while (observation := wait_for(endpoint, sequence)) is not None:
         time.sleep(think_s * random.uniform(0.5, 1.5))
-        if role == "memory":
+        attacking = sequence >= attack_at
+        if role == "memory" and attacking:
             take_memory()
-        if role == "quota" and sequence == 1:
+        if role == "quota" and sequence == attack_at:
             try:
                 (scratch / "fill.bin").write_bytes(b"q" * (64 << 20))
                 said = "written"
@@ -153,11 +159,11 @@ def main() -> int:
                 said = exc.strerror or str(exc)
             (scratch / "fill.bin").unlink()  # what was written of it: room to go on
             (scratch / "quota.txt").write_text(said)
-        if role == "fork" and sequence == 1:
+        if role == "fork" and sequence == attack_at:
             (scratch / "forked.txt").write_text(str(fork_until_refused()))
-        text = bad(observation, sequence) if role == "hostile" else None
+        text = bad(observation, sequence - attack_at + 1) if role == "hostile" else None
         write(endpoint, observation, text or good(observation, sequence))
-        if role == "killed":
+        if role == "killed" and attacking:
             os.kill(os.getpid(), signal.SIGKILL)
         sequence += 1
     stop.set()
