@@ -25,6 +25,7 @@ TARGETS = {
     "mb_per_parked_episode": ("<=", 16.0),
     "parked_over_dedicated_episodes_per_hour_ratio": (">=", 4.0),
     "parked_queue_delay_ms_p95": ("<=", 2000.0),
+    "flood_added_queue_delay_ms_p95": ("<=", 100.0),
 }
 
 # The headline table's rows, in order; a figure the run did not measure is left out.
@@ -48,6 +49,8 @@ HEADLINE = (
     "peak_rss_mb_per_worker",
     "ray_over_local_wall",
     "ray_overhead_s_per_episode",
+    "flood_added_queue_delay_ms_p95",
+    "flood_added_rename_to_claim_ms_p95",
 )
 
 
@@ -127,6 +130,27 @@ def _meets(value: float | None, op: str, target: float) -> str:
 )
 @click.option("--no-parked", is_flag=True, help="Leave the parked section out (it is long).")
 @click.option("--only-parked", is_flag=True, help="Run the parked section alone.")
+@click.option(
+    "--flood-think",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Flood section: seconds the actors think per decision.",
+)
+@click.option(
+    "--flood-episodes",
+    type=click.IntRange(min=4),
+    default=24,
+    show_default=True,
+    help="Flood section: episodes of each of its two side-by-side launches.",
+)
+@click.option("--flood-rounds", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--only-flood",
+    is_flag=True,
+    help="Run the flood section alone: two launches side by side, one with an inbox "
+    "flooded; what the flood adds to the others' queueing delay.",
+)
 @click.option("--no-cluster", is_flag=True, help="Leave the Ray executor's section out.")
 @click.option("--only-cluster", is_flag=True, help="Run the Ray executor's section alone.")
 @json_option("Print one JSON object (headline keys plus details).")
@@ -145,6 +169,10 @@ def bench(
     parked_episodes: int,
     no_parked: bool,
     only_parked: bool,
+    flood_think: float,
+    flood_episodes: int,
+    flood_rounds: int,
+    only_flood: bool,
     no_cluster: bool,
     only_cluster: bool,
     as_json: bool,
@@ -157,8 +185,20 @@ def bench(
         SlowActorOptions,
         run_bench,
         run_cluster_bench,
+        run_flood_bench,
         run_parked_bench,
     )
+    from mailroom.orchestrator.perf.flood_isolation import FloodOptions
+
+    if only_flood:
+        flood = FloodOptions(think_s=flood_think, episodes=flood_episodes, rounds=flood_rounds)
+        _section_alone(
+            "two launches side by side, one inbox flooded",
+            lambda: run_flood_bench(flood, mailbox_base, k),
+            _print_flood,
+            as_json,
+        )
+        return
 
     parked = None
     if not no_parked:
@@ -329,3 +369,22 @@ def _print_cluster(figures: dict[str, Any]) -> None:
         f"{figures['overhead_s_per_episode']} s more per episode; first observation "
         f"announced to published p50: local {first['local']} ms, Ray {first['ray']} ms"
     )
+
+
+def _print_flood(alone: dict[str, Any]) -> None:
+    """Each round's figures, then the headline (both rounds pooled)."""
+    figures = alone["details"]["flood"]
+    table = Table(title="the others' waits, ms: flooded launch / quiet launch")
+    for column in ("round", "decisions", "queue p50", "queue p95", "to claim p95"):
+        table.add_column(column, justify="right")
+    for number, one in enumerate(figures["rounds"], start=1):
+        queue, claim = one["queue_delay"], one["rename_to_claim"]
+        table.add_row(
+            f"{number} ({one['flooded']})",
+            f"{queue['flooded']['decisions']}/{queue['quiet']['decisions']}",
+            f"{queue['flooded']['p50_ms']}/{queue['quiet']['p50_ms']}",
+            f"{queue['flooded']['p95_ms']}/{queue['quiet']['p95_ms']}",
+            f"{claim['flooded']['p95_ms']}/{claim['quiet']['p95_ms']}",
+        )
+    console.print(table)
+    _print_headline(alone)

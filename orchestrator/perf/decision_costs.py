@@ -22,6 +22,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, milliseconds
+from mailroom.orchestrator.perf.flood_isolation import FloodOptions
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
@@ -89,6 +90,25 @@ def run_parked_bench(options: ParkedOptions, mailbox_base: Path | None, k: int) 
         os.chmod(mb, 0o711)  # a sandbox's own user must reach its endpoint
         figures = parked_bench(options, Path(tmp), Path(mb), k)
     return {**_parked_headline(figures), "details": {"parked": figures}}
+
+
+def run_flood_bench(options: FloodOptions, mailbox_base: Path | None, k: int) -> dict[str, Any]:
+    """The flood section alone (`mailroom bench --only-flood`, `perf/flood_isolation.py`)."""
+    from mailroom.orchestrator.perf.flood_isolation import flood_comparison
+
+    with (
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="mailroom-bench-mb-", dir=mailbox_base) as mb,
+    ):
+        os.chmod(mb, 0o711)
+        figures = flood_comparison(
+            workdir=Path(tmp) / "flood", mailbox_root=Path(mb), k=k, options=options
+        )
+    return {
+        "flood_added_queue_delay_ms_p95": figures["flood_added_queue_delay_ms_p95"],
+        "flood_added_rename_to_claim_ms_p95": figures["flood_added_rename_to_claim_ms_p95"],
+        "details": {"flood": figures},
+    }
 
 
 PARKED_HEADLINE = (

@@ -24,7 +24,7 @@ from mailroom.orchestrator.perf.detection import act_response, write_response
 TIMINGS_FILE = "written_at.txt"
 
 
-def _first_present(*paths: Path) -> Path | None:
+def first_present(*paths: Path) -> Path | None:
     return next((p for p in paths if p.exists()), None)
 
 
@@ -44,7 +44,7 @@ def run(endpoint: Path, chunk: int) -> int:
             while True:
                 seen = watcher.wait_until(
                     functools.partial(
-                        _first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
+                        first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
                     ),
                     timeout=600.0,
                 )
@@ -58,13 +58,19 @@ def run(endpoint: Path, chunk: int) -> int:
         watcher.stop()
 
 
-def read_timings(endpoint: Path) -> dict[int, float]:
-    path = endpoint / "scratch" / TIMINGS_FILE
+def read_stamps(path: Path) -> dict[int, float]:
+    """A benchmark actor's `<sequence> <time>` lines, by sequence; none if it kept none."""
     written: dict[int, float] = {}
+    if not path.exists():
+        return written
     for line in path.read_text(encoding="utf-8").splitlines():
         sequence, at = line.split()
         written[int(sequence)] = float(at)
     return written
+
+
+def read_timings(endpoint: Path) -> dict[int, float]:
+    return read_stamps(endpoint / "scratch" / TIMINGS_FILE)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,282 @@
+"""The flood section of the benchmark: does one actor churning its inbox slow the others?
+
+Two launches at once, side by side on this machine (`mailroom launch`, one worker each,
+the same plan: `episodes` cases of one LIBERO-10 task parked on its simulator, paced
+actors thinking `think_s` a decision, all live at once where the serving thread keeps
+up). While they run, the inbox of one live episode of one launch, the flooded one, is
+churned with names like responses that are not (`.resp-<n>.json` and `resp-<n>.json.part`,
+created and removed, about 2,000 a second), as a flooding actor would: the watcher sees the
+same events whoever writes them, the inbox being the endpoint's, on the host. When that
+episode ends the next live one is flooded. The flooder is a process of its own, so it
+costs both launches the same CPU; what differs is what their watchers and serving
+threads are handed. A second round floods the other launch, so that a difference
+between the two workers' places on the machine cancels.
+
+Figures, over the decisions of the episodes never flooded, served while the flood ran
+and after both launches' last start (a start holds the serving thread, in either launch):
+the queueing delay (from the watcher's sight of a response to the start of its serving)
+and the wait from the actor's rename to the response's claim (the watcher's detection
+included), p50 and p95, in the flooded launch and in the quiet one. The headline figure is
+the difference of the p95s (flooded minus quiet) over both rounds pooled.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
+from typing import Any
+
+from mailroom.measures import percentile
+from mailroom.orchestrator.perf.paced_actor import read_answer_times
+from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
+
+THINK_S = 20.0
+DECISIONS = 10
+EPISODES = 24
+ROUNDS = 2
+BURST = 20  # names created and removed between two 10 ms pauses: about 2,000 a second
+FLOODS_FILE = "floods.jsonl"
+PROFILE = "scripted_diagnostic"  # its limits and declaration; the actor is the paced one
+
+
+@dataclass(frozen=True)
+class FloodOptions:
+    """`episodes` cases a launch, `decisions` each, actors thinking `think_s` a decision,
+    `rounds` rounds (each floods one of the two launches, in turn)."""
+
+    think_s: float = THINK_S
+    decisions: int = DECISIONS
+    episodes: int = EPISODES
+    rounds: int = ROUNDS
+
+
+def _mailroom(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from mailroom.orchestrator.cli.main import main; main()", *args]
+
+
+def _live_endpoints(mailbox: Path) -> Iterator[Path]:
+    if not mailbox.is_dir():
+        return
+    for endpoint in sorted(mailbox.iterdir()):
+        if (endpoint / "inbox").is_dir() and not (endpoint / "outbox" / "closed.json").exists():
+            yield endpoint
+
+
+def _churn(inbox: Path, closed: Path, stop: EventType) -> None:
+    """Create and remove names like responses in `inbox` until its episode ends."""
+    n = 0
+    while not stop.is_set() and not closed.exists():
+        for _ in range(BURST):
+            n += 1
+            name = f".resp-{n}.json" if n % 2 else f"resp-{n}.json.part"
+            try:
+                (inbox / name).write_text("{}")
+                (inbox / name).unlink()
+            except OSError:
+                return  # the endpoint is gone
+        time.sleep(0.01)
+
+
+def flood(mailbox: Path, log: Path, stop: EventType) -> None:
+    """The flooder's process: one live endpoint of `mailbox` at a time, each flooded
+    until its episode ends; `log` gets one line per endpoint (its name, from, to)."""
+    with log.open("a", encoding="utf-8") as lines:
+        while not stop.is_set():
+            endpoint = next(_live_endpoints(mailbox), None)
+            if endpoint is None:
+                time.sleep(0.05)
+                continue
+            began = time.time()
+            _churn(endpoint / "inbox", endpoint / "outbox" / "closed.json", stop)
+            record = {"endpoint": endpoint.name, "from": began, "to": time.time()}
+            lines.write(json.dumps(record) + "\n")
+            lines.flush()
+
+
+def _plan(workdir: Path, episodes: int) -> Path:
+    plan = workdir / "plan.json"
+    subprocess.run(
+        _mailroom(
+            *("plan", "--kind", "task_coverage", "--suite", "libero_10", "--task-ids", "0"),
+            *("--init-states", ",".join(str(s) for s in range(episodes))),
+            *("--out", str(plan)),
+        ),
+        check=True,
+        capture_output=True,
+    )
+    return plan
+
+
+def _launch(
+    plan: Path, run_dir: Path, mailbox: Path, options: FloodOptions, k: int
+) -> subprocess.Popen[str]:
+    actor = (
+        f"{sys.executable} -m mailroom.orchestrator.perf.paced_actor {{endpoint}} {k} "
+        f"{options.think_s}"
+    )
+    return subprocess.Popen(
+        _mailroom(
+            *("launch", str(plan), "--profile", PROFILE, "--actor", actor),
+            *("--confinement", "none"),
+            *("--run-dir", str(run_dir), "--mailbox-root", str(mailbox)),
+            *("--workers", "1", "--slots", str(options.episodes), "--simulators", "parked"),
+            *("--max-policy-calls", str(options.decisions), "--replan-interval", str(k)),
+            *("--response-timeout", str(max(120.0, 3 * options.think_s)), "--record", "minimal"),
+            "--json",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@dataclass
+class _Launch:
+    """One launch's decisions: (when served, queueing delay ms, rename-to-claim ms),
+    its starts, and which attempt each endpoint served."""
+
+    decisions: list[tuple[str, float, float, float | None]]
+    starts: list[float]
+
+
+def _read_launch(run_dir: Path) -> tuple[_Launch, dict[str, str]]:
+    decisions: list[tuple[str, float, float, float | None]] = []
+    starts: list[float] = []
+    attempt_of: dict[str, str] = {}  # endpoint name -> attempt
+    for folder in sorted(RunPaths(run_dir).episodes.iterdir()):
+        kept = folder / "endpoint.json"
+        if not kept.exists():
+            continue
+        endpoint = Path(json.loads(kept.read_text(encoding="utf-8"))["endpoint"])
+        attempt_of[endpoint.name] = folder.name
+        answered = read_answer_times(endpoint)
+        claimed: dict[int, float] = {}
+        for event in read_log(AttemptPaths(folder).events).records:
+            kind = event.get("event")
+            if kind == "episode_started":
+                starts.append(float(event["t"]))
+            elif kind == "response_claimed":
+                claimed[int(event["sequence"])] = float(event["t"])
+            elif kind == "decision_served":
+                sequence = int(event["sequence"])
+                wait = None
+                if sequence in claimed and sequence in answered:
+                    wait = (claimed[sequence] - answered[sequence]) * 1000.0
+                decisions.append(
+                    (folder.name, float(event["t"]), float(event["queue_delay_ms"]), wait)
+                )
+    return _Launch(decisions, starts), attempt_of
+
+
+def _figures(values: list[float]) -> dict[str, float | int | None]:
+    return {
+        "decisions": len(values),
+        "p50_ms": round(percentile(values, 0.5), 1) if values else None,
+        "p95_ms": round(percentile(values, 0.95), 1) if values else None,
+    }
+
+
+def _added(flooded: list[float], quiet: list[float]) -> float | None:
+    if not flooded or not quiet:
+        return None
+    return round(percentile(flooded, 0.95) - percentile(quiet, 0.95), 1)
+
+
+def _round(
+    workdir: Path, mailbox_root: Path, plan: Path, options: FloodOptions, k: int, flooded: str
+) -> dict[str, Any]:
+    """Launches `a` and `b` at once, `flooded` one of them; their figures."""
+    names = ("a", "b")
+    log = workdir / FLOODS_FILE
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    flooder = context.Process(target=flood, args=(mailbox_root / flooded, log, stop))
+    launches = {
+        name: _launch(plan, workdir / name, mailbox_root / name, options, k) for name in names
+    }
+    flooder.start()
+    try:
+        errors = {name: launch.communicate()[1] for name, launch in launches.items()}
+    finally:
+        stop.set()
+        flooder.join(timeout=30)
+        for launch in launches.values():
+            if launch.poll() is None:
+                launch.kill()
+                launch.wait()
+    for name, launch in launches.items():
+        if launch.returncode != 0:
+            raise RuntimeError(
+                f"flood bench launch {name} exited {launch.returncode}: {errors[name][-2000:]}"
+            )
+    floods = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    if not floods:
+        raise RuntimeError("the flooder found no live episode to flood")
+    read = {name: _read_launch(workdir / name) for name in names}
+    flooded_attempts = {read[flooded][1][f["endpoint"]] for f in floods}
+    # The same cases left out of both launches: attempts are named by case.
+    kept_out = {a.rsplit("-a", 1)[0] for a in flooded_attempts}
+    begin = max([min(f["from"] for f in floods)] + [max(r[0].starts) for r in read.values()])
+    end = max(f["to"] for f in floods)
+    queue: dict[str, list[float]] = {}
+    waits: dict[str, list[float]] = {}
+    for name, (served, _) in read.items():
+        within = [
+            d
+            for d in served.decisions
+            if begin <= d[1] <= end and d[0].rsplit("-a", 1)[0] not in kept_out
+        ]
+        queue[name] = [d[2] for d in within]
+        waits[name] = [d[3] for d in within if d[3] is not None]
+    quiet = "b" if flooded == "a" else "a"
+    return {
+        "flooded": flooded,
+        "flooded_episodes": len(flooded_attempts),
+        "measured_s": round(max(0.0, end - begin), 1),
+        "queue_delay": {"flooded": _figures(queue[flooded]), "quiet": _figures(queue[quiet])},
+        "rename_to_claim": {
+            "flooded": _figures(waits[flooded]),
+            "quiet": _figures(waits[quiet]),
+        },
+        "added_queue_delay_ms_p95": _added(queue[flooded], queue[quiet]),
+        "added_rename_to_claim_ms_p95": _added(waits[flooded], waits[quiet]),
+        "_pooled": (queue[flooded], queue[quiet], waits[flooded], waits[quiet]),
+    }
+
+
+def flood_comparison(
+    *, workdir: Path, mailbox_root: Path, k: int, options: FloodOptions
+) -> dict[str, Any]:
+    """The rounds, one after the other; see the module docstring."""
+    plan = _plan(workdir, options.episodes)
+    rounds = []
+    for number in range(options.rounds):
+        flooded = "a" if number % 2 == 0 else "b"
+        here = workdir / f"round-{number + 1}"
+        mailboxes = mailbox_root / f"round-{number + 1}"
+        here.mkdir(parents=True)
+        mailboxes.mkdir(parents=True)
+        mailboxes.chmod(0o711)
+        rounds.append(_round(here, mailboxes, plan, options, k, flooded))
+    pooled: tuple[list[float], ...] = ([], [], [], [])
+    for one in rounds:
+        for into, values in zip(pooled, one.pop("_pooled"), strict=True):
+            into.extend(values)
+    return {
+        "think_s": options.think_s,
+        "decisions": options.decisions,
+        "episodes": options.episodes,
+        "flood_added_queue_delay_ms_p95": _added(pooled[0], pooled[1]),
+        "flood_added_rename_to_claim_ms_p95": _added(pooled[2], pooled[3]),
+        "queue_delay": {"flooded": _figures(pooled[0]), "quiet": _figures(pooled[1])},
+        "rename_to_claim": {"flooded": _figures(pooled[2]), "quiet": _figures(pooled[3])},
+        "rounds": rounds,
+    }

@@ -1,0 +1,82 @@
+"""The flood section's flooder (`perf/flood_isolation.py`) on real files, watched by the
+project's real inotify hub: it floods one live endpoint at a time, moves on when that
+episode closes, and its names reach the watcher without ever counting as responses.
+The section's figures come from `mailroom bench --only-flood` (docs/performance.md)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from mailroom.mailbox.inbox_hub import InboxHub
+from mailroom.mailbox.receiver import response_sequence
+from mailroom.mailbox.watcher import InboxWatcher
+from mailroom.orchestrator.perf.flood_isolation import flood
+
+WAIT_S = 60.0
+
+
+def _endpoint(mailbox: Path, name: str) -> Path:
+    endpoint = mailbox / name
+    (endpoint / "inbox").mkdir(parents=True)
+    (endpoint / "outbox").mkdir()
+    return endpoint
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_the_flooder_moves_from_one_live_endpoint_to_the_next(tmp_path: Path) -> None:
+    mailbox, log = tmp_path / "mailbox", tmp_path / "floods.jsonl"
+    first, second = _endpoint(mailbox, "e1"), _endpoint(mailbox, "e2")
+    seen: dict[str, int] = {"e1": 0, "e2": 0}
+    counted: list[str] = []
+    lock = threading.Lock()
+
+    def counter(endpoint: str) -> Callable[[str], bool]:
+        def counts(name: str) -> bool:
+            with lock:
+                seen[endpoint] += 1
+            if response_sequence(name) is not None:
+                counted.append(name)
+                return True
+            return False
+
+        return counts
+
+    hub = InboxHub()
+    watchers = [InboxWatcher(e / "inbox", hub=hub, counts=counter(e.name)) for e in (first, second)]
+    watches = [hub.watch(w.inbox, w) for w in watchers]
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    flooder = context.Process(target=flood, args=(mailbox, log, stop))
+    flooder.start()
+    try:
+        _until(lambda: seen["e1"] >= 500, "the flood of e1 never reached its watcher")
+        assert seen["e2"] == 0  # one endpoint at a time
+        (first / "outbox" / "closed.json").write_text("{}")
+        _until(lambda: seen["e2"] >= 500, "the flooder did not move on to e2")
+        (second / "outbox" / "closed.json").write_text("{}")
+        _until(lambda: log.exists() and len(log.read_text().splitlines()) == 2, "no log lines")
+    finally:
+        stop.set()
+        flooder.join(timeout=WAIT_S)
+        for watch in watches:
+            hub.unwatch(watch)
+        hub.close()
+    assert flooder.exitcode == 0
+    floods = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [f["endpoint"] for f in floods] == ["e1", "e2"]
+    assert all(f["from"] < f["to"] for f in floods)
+    assert floods[0]["to"] <= floods[1]["from"]
+    assert counted == []  # names like responses, never one
+    # Nothing is left behind in the inboxes (each name is created and removed).
+    assert list((first / "inbox").iterdir()) == [] and list((second / "inbox").iterdir()) == []
