@@ -17,7 +17,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode, run_in_process_episode
-from mailroom.orchestrator.episode.settings import ConfigurationError, RunSettings
+from mailroom.orchestrator.episode.settings import ConfigurationError, RecordMode, RunSettings
 from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
@@ -52,6 +52,7 @@ def _run(
     script: Script,
     settings: RunSettings,
     case: Case = CASE,
+    record: RecordMode = "full",
 ) -> tuple[EpisodeResult, ThreadActor, Path]:
     adapter.set_control_cap(settings.control_cap(reference_horizon(case.suite).controls))
     actors: list[ThreadActor] = []
@@ -64,16 +65,17 @@ def _run(
         run_dir=run_dir,
         mailbox_root=tmp_path / "mb",
         launch_actor=thread_launcher(script, actors),
+        record=record,
     )
     assert schema_errors("mailroom.episode_result/v6", result.document()) == []
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
     episode_dir = run_dir / "episodes" / result.attempt_id
-    check_records(result, episode_dir)
+    check_records(result, episode_dir, record)
     return result, actors[0], episode_dir
 
 
-def check_records(result: EpisodeResult, episode_dir: Path) -> None:
+def check_records(result: EpisodeResult, episode_dir: Path, record: RecordMode = "full") -> None:
     """On the real runner: the counters rebuilt from the event log (as for an interrupted
     attempt) equal the result's, and the step rows are the executed prefixes in order."""
     events = _events(episode_dir)
@@ -104,7 +106,9 @@ def check_records(result: EpisodeResult, episode_dir: Path) -> None:
     # What the actor was shown is what the run keeps: the private copies are the outbox
     # bytes, and every observation, a feedback redelivery included, has a fresh id.
     endpoint = Path(json.loads((episode_dir / "endpoint.json").read_text())["endpoint"])
-    published = sorted(p.name for p in (endpoint / "outbox").glob("obs-*"))
+    # A minimal record keeps the observation documents, not the images.
+    shown = "obs-*" if record == "full" else "obs-*.json"
+    published = sorted(p.name for p in (endpoint / "outbox").glob(shown))
     kept = sorted(p.name for p in (episode_dir / "observations").iterdir())
     assert published == kept and published
     for name in published:
@@ -226,7 +230,10 @@ def test_horizon_budget_truncates_at_the_reference_horizon_and_keeps_it_private(
         budget_mode="horizon", max_policy_calls=None, replan_interval=64, response_timeout_s=60
     )
     horizon = reference_horizon(STOVE.suite).controls
-    result, actor, _ = _run(adapter, tmp_path, lambda o: act(o, [STILL] * 64), settings, STOVE)
+    # No video: 300 controls rendered each for it would be most of this test's time.
+    result, actor, _ = _run(
+        adapter, tmp_path, lambda o: act(o, [STILL] * 64), settings, STOVE, record="minimal"
+    )
     c = result.counters
     assert result.truncated and result.truncation == "control_cap"
     assert result.outcome == "failure" and result.termination is None
