@@ -3,21 +3,22 @@
 Two launches at once, side by side on this machine (`mailroom launch`, one worker each,
 the same plan: `episodes` cases of one LIBERO-10 task parked on its simulator, paced
 actors thinking `think_s` a decision, all live at once where the serving thread keeps
-up). While they run, the inbox of one live episode of one launch, the flooded one, is
-churned with names like responses that are not (`.resp-<n>.json` and `resp-<n>.json.part`,
-created and removed, about 2,000 a second), as a flooding actor would: the watcher sees the
-same events whoever writes them, the inbox being the endpoint's, on the host. When that
-episode ends the next live one is flooded. The flooder is a process of its own, so it
+up). While they run, the inbox of the first live episode of one launch, the flooded
+one, is churned for that whole episode with names like responses that are not
+(`.resp-<n>.json` and `resp-<n>.json.part`, created and removed, about 2,000 a second),
+as a flooding actor would: the watcher sees the same events whoever writes them, the
+inbox being the endpoint's, on the host. The flooder is a process of its own, so it
 costs both launches the same CPU; what differs is what their watchers and serving
 threads are handed. A second round floods the other launch, so that a difference
 between the two workers' places on the machine cancels.
 
-Figures, over the decisions of the episodes never flooded, served while the flood ran
-and after both launches' last start (a start holds the serving thread, in either launch):
-the queueing delay (from the watcher's sight of a response to the start of its serving)
-and the wait from the actor's rename to the response's claim (the watcher's detection
-included), p50 and p95, in the flooded launch and in the quiet one. The headline figure is
-the difference of the p95s (flooded minus quiet) over both rounds pooled.
+Figures, over the decisions of the other cases (the flooded case is left out of both
+launches) served while the flood ran and after both launches' last start (a start holds
+the serving thread, in either launch): the queueing delay (from the watcher's sight of a
+response to the start of its serving) and the wait from the actor's rename to the
+response's claim (the watcher's detection included), p50 and p95, in the flooded launch
+and in the quiet one. The headline figure is the difference of the p95s (flooded minus
+quiet) over both rounds pooled.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ DECISIONS = 10
 EPISODES = 24
 ROUNDS = 2
 BURST = 20  # names created and removed between two 10 ms pauses: about 2,000 a second
-FLOODS_FILE = "floods.jsonl"
+FLOODS_FILE = "flood.jsonl"
 PROFILE = "scripted_diagnostic"  # its limits and declaration; the actor is the paced one
 
 
@@ -86,19 +87,18 @@ def _churn(inbox: Path, closed: Path, stop: EventType) -> None:
 
 
 def flood(mailbox: Path, log: Path, stop: EventType) -> None:
-    """The flooder's process: one live endpoint of `mailbox` at a time, each flooded
-    until its episode ends; `log` gets one line per endpoint (its name, from, to)."""
-    with log.open("a", encoding="utf-8") as lines:
-        while not stop.is_set():
-            endpoint = next(_live_endpoints(mailbox), None)
-            if endpoint is None:
-                time.sleep(0.05)
-                continue
-            began = time.time()
-            _churn(endpoint / "inbox", endpoint / "outbox" / "closed.json", stop)
-            record = {"endpoint": endpoint.name, "from": began, "to": time.time()}
-            lines.write(json.dumps(record) + "\n")
-            lines.flush()
+    """The flooder's process: the first live endpoint of `mailbox`, flooded until its
+    episode ends; `log` gets one line (its name, from, to)."""
+    while not stop.is_set():
+        endpoint = next(_live_endpoints(mailbox), None)
+        if endpoint is None:
+            time.sleep(0.05)
+            continue
+        began = time.time()
+        _churn(endpoint / "inbox", endpoint / "outbox" / "closed.json", stop)
+        record = {"endpoint": endpoint.name, "from": began, "to": time.time()}
+        log.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        return
 
 
 def _plan(workdir: Path, episodes: int) -> Path:
@@ -217,9 +217,9 @@ def _round(
             raise RuntimeError(
                 f"flood bench launch {name} exited {launch.returncode}: {errors[name][-2000:]}"
             )
-    floods = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
-    if not floods:
+    if not log.exists():
         raise RuntimeError("the flooder found no live episode to flood")
+    floods = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     read = {name: _read_launch(workdir / name) for name in names}
     flooded_attempts = {read[flooded][1][f["endpoint"]] for f in floods}
     # The same cases left out of both launches: attempts are named by case.
