@@ -375,7 +375,7 @@ def _print_flood(alone: dict[str, Any]) -> None:
     """Each round's figures, then the headline (both rounds pooled)."""
     figures = alone["details"]["flood"]
     table = Table(title="the others' waits, ms: flooded launch / quiet launch")
-    for column in ("round", "decisions", "queue p50", "queue p95", "to claim p95"):
+    for column in ("round", "decisions", "queue p50", "queue p95", "to claim p95", "fell back"):
         table.add_column(column, justify="right")
     for number, one in enumerate(figures["rounds"], start=1):
         queue, claim = one["queue_delay"], one["rename_to_claim"]
@@ -385,6 +385,7 @@ def _print_flood(alone: dict[str, Any]) -> None:
             f"{queue['flooded']['p50_ms']}/{queue['quiet']['p50_ms']}",
             f"{queue['flooded']['p95_ms']}/{queue['quiet']['p95_ms']}",
             f"{claim['flooded']['p95_ms']}/{claim['quiet']['p95_ms']}",
+            f"{one['watchers_fell_back']['flooded']}/{one['watchers_fell_back']['quiet']}",
         )
     console.print(table)
     _print_headline(alone)

@@ -17,7 +17,8 @@ launches) served while the flood ran and after both launches' last start (a star
 the serving thread, in either launch): the queueing delay (from the watcher's sight of a
 response to the start of its serving) and the wait from the actor's rename to the
 response's claim (the watcher's detection included), p50 and p95, in the flooded launch
-and in the quiet one. The headline figure is the difference of the p95s (flooded minus
+and in the quiet one, and how many episodes' watchers fell back to scanning (a kernel
+queue overflow). The headline figure is the difference of the p95s (flooded minus
 quiet) over both rounds pooled.
 """
 
@@ -145,11 +146,13 @@ class _Launch:
 
     decisions: list[tuple[str, float, float, float | None]]
     starts: list[float]
+    fell_back: int  # episodes whose watcher fell back to scanning (a queue overflow)
 
 
 def _read_launch(run_dir: Path) -> tuple[_Launch, dict[str, str]]:
     decisions: list[tuple[str, float, float, float | None]] = []
     starts: list[float] = []
+    fell_back = 0
     attempt_of: dict[str, str] = {}  # endpoint name -> attempt
     for folder in sorted(RunPaths(run_dir).episodes.iterdir()):
         kept = folder / "endpoint.json"
@@ -163,6 +166,8 @@ def _read_launch(run_dir: Path) -> tuple[_Launch, dict[str, str]]:
             kind = event.get("event")
             if kind == "episode_started":
                 starts.append(float(event["t"]))
+            elif kind == "watcher_fell_back":
+                fell_back += 1
             elif kind == "response_claimed":
                 claimed[int(event["sequence"])] = float(event["t"])
             elif kind == "decision_served":
@@ -173,7 +178,7 @@ def _read_launch(run_dir: Path) -> tuple[_Launch, dict[str, str]]:
                 decisions.append(
                     (folder.name, float(event["t"]), float(event["queue_delay_ms"]), wait)
                 )
-    return _Launch(decisions, starts), attempt_of
+    return _Launch(decisions, starts, fell_back), attempt_of
 
 
 def _figures(values: list[float]) -> dict[str, float | int | None]:
@@ -245,6 +250,10 @@ def _round(
         "rename_to_claim": {
             "flooded": _figures(waits[flooded]),
             "quiet": _figures(waits[quiet]),
+        },
+        "watchers_fell_back": {
+            "flooded": read[flooded][0].fell_back,
+            "quiet": read[quiet][0].fell_back,
         },
         "added_queue_delay_ms_p95": _added(queue[flooded], queue[quiet]),
         "added_rename_to_claim_ms_p95": _added(waits[flooded], waits[quiet]),
