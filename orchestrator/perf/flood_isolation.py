@@ -24,6 +24,7 @@ quiet) over both rounds pooled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import subprocess
@@ -33,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mailroom.measures import percentile
 from mailroom.orchestrator.perf.paced_actor import read_answer_times
@@ -45,7 +46,7 @@ DECISIONS = 10
 EPISODES = 24
 ROUNDS = 2
 BURST = 20  # names created and removed between two 10 ms pauses: about 2,000 a second
-FLOODS_FILE = "flood.jsonl"
+FLOOD_FILE = "flood.jsonl"
 PROFILE = "scripted_diagnostic"  # its limits and declaration; the actor is the paced one
 
 
@@ -117,7 +118,7 @@ def _plan(workdir: Path, episodes: int) -> Path:
 
 
 def _launch(
-    plan: Path, run_dir: Path, mailbox: Path, options: FloodOptions, k: int
+    plan: Path, run_dir: Path, mailbox: Path, options: FloodOptions, k: int, stderr: IO[str]
 ) -> subprocess.Popen[str]:
     actor = (
         f"{sys.executable} -m mailroom.orchestrator.perf.paced_actor {{endpoint}} {k} "
@@ -134,15 +135,15 @@ def _launch(
             "--json",
         ),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=stderr,  # a file: a pipe left unread would stall the launch waited on second
         text=True,
     )
 
 
 @dataclass
 class _Launch:
-    """One launch's decisions: (when served, queueing delay ms, rename-to-claim ms),
-    its starts, and which attempt each endpoint served."""
+    """One launch's decisions (attempt, when served, queueing delay ms, rename-to-claim
+    ms), its starts, and how many of its episodes' watchers fell back."""
 
     decisions: list[tuple[str, float, float, float | None]]
     starts: list[float]
@@ -200,27 +201,34 @@ def _round(
 ) -> dict[str, Any]:
     """Launches `a` and `b` at once, `flooded` one of them; their figures."""
     names = ("a", "b")
-    log = workdir / FLOODS_FILE
+    log = workdir / FLOOD_FILE
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     flooder = context.Process(target=flood, args=(mailbox_root / flooded, log, stop))
-    launches = {
-        name: _launch(plan, workdir / name, mailbox_root / name, options, k) for name in names
-    }
-    flooder.start()
-    try:
-        errors = {name: launch.communicate()[1] for name, launch in launches.items()}
-    finally:
-        stop.set()
-        flooder.join(timeout=30)
-        for launch in launches.values():
-            if launch.poll() is None:
-                launch.kill()
+    with contextlib.ExitStack() as files:
+        stderr = {
+            n: files.enter_context((workdir / f"{n}.stderr").open("w", encoding="utf-8"))
+            for n in names
+        }
+        launches = {
+            n: _launch(plan, workdir / n, mailbox_root / n, options, k, stderr[n]) for n in names
+        }
+        flooder.start()
+        try:
+            for launch in launches.values():
                 launch.wait()
+        finally:
+            stop.set()
+            flooder.join(timeout=30)
+            for launch in launches.values():
+                if launch.poll() is None:
+                    launch.kill()
+                    launch.wait()
     for name, launch in launches.items():
         if launch.returncode != 0:
+            said = (workdir / f"{name}.stderr").read_text(encoding="utf-8", errors="replace")
             raise RuntimeError(
-                f"flood bench launch {name} exited {launch.returncode}: {errors[name][-2000:]}"
+                f"flood bench launch {name} exited {launch.returncode}: {said[-2000:]}"
             )
     if not log.exists():
         raise RuntimeError("the flooder found no live episode to flood")
