@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from mailroom.mailbox.watcher import InboxWatcher
@@ -35,27 +36,36 @@ def answer(endpoint: Path, observation: Path, chunk: int) -> float:
     return write_response(final, act_response(document["request_id"], chunk))
 
 
-def run(endpoint: Path, chunk: int) -> int:
+def answer_each(
+    endpoint: Path, respond: Callable[[Path], float], timings_file: str, timeout_s: float = 600.0
+) -> int:
+    """A benchmark actor's loop: wait on inotify for each observation in turn (until
+    `closed.json`), `respond` to it (it writes the response and returns the stamp to
+    keep) and append `<sequence> <stamp>` to `scratch/<timings_file>`."""
     outbox, sequence = endpoint / "outbox", 1
     watcher = InboxWatcher(outbox)
     watcher.start()
     try:
-        with (endpoint / "scratch" / TIMINGS_FILE).open("a", encoding="utf-8") as timings:
+        with (endpoint / "scratch" / timings_file).open("a", encoding="utf-8") as timings:
             while True:
                 seen = watcher.wait_until(
                     functools.partial(
                         first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
                     ),
-                    timeout=600.0,
+                    timeout=timeout_s,
                 )
                 if seen is None or seen.name == "closed.json":
                     return 0
-                renamed_at = answer(endpoint, seen, chunk)
-                timings.write(f"{sequence} {renamed_at!r}\n")
+                stamp = respond(seen)
+                timings.write(f"{sequence} {stamp!r}\n")
                 timings.flush()
                 sequence += 1
     finally:
         watcher.stop()
+
+
+def run(endpoint: Path, chunk: int) -> int:
+    return answer_each(endpoint, functools.partial(answer, endpoint, chunk=chunk), TIMINGS_FILE)
 
 
 def read_stamps(path: Path) -> dict[int, float]:
