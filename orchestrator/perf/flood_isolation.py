@@ -46,7 +46,7 @@ DECISIONS = 10
 EPISODES = 24
 ROUNDS = 2
 BURST = 20  # names created and removed between two 10 ms pauses: about 2,000 a second
-FLOOD_FILE = "flood.jsonl"
+FLOOD_FILE = "flood.json"
 PROFILE = "scripted_diagnostic"  # its limits and declaration; the actor is the paced one
 
 
@@ -90,7 +90,7 @@ def _churn(inbox: Path, closed: Path, stop: EventType) -> None:
 
 def flood(mailbox: Path, log: Path, stop: EventType) -> None:
     """The flooder's process: the first live endpoint of `mailbox`, flooded until its
-    episode ends; `log` gets one line (its name, from, to)."""
+    episode ends; `log` then says which and when (its name, from, to)."""
     while not stop.is_set():
         endpoint = next(_live_endpoints(mailbox), None)
         if endpoint is None:
@@ -99,7 +99,7 @@ def flood(mailbox: Path, log: Path, stop: EventType) -> None:
         began = time.time()
         _churn(endpoint / "inbox", endpoint / "outbox" / "closed.json", stop)
         record = {"endpoint": endpoint.name, "from": began, "to": time.time()}
-        log.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        log.write_text(json.dumps(record), encoding="utf-8")
         return
 
 
@@ -196,10 +196,33 @@ def _added(flooded: list[float], quiet: list[float]) -> float | None:
     return round(percentile(flooded, 0.95) - percentile(quiet, 0.95), 1)
 
 
+@dataclass
+class _Waits:
+    """The others' waits (ms) in the flooded launch and in the quiet one."""
+
+    queue: list[float]
+    quiet_queue: list[float]
+    to_claim: list[float]
+    quiet_to_claim: list[float]
+
+    def extend(self, more: _Waits) -> None:
+        self.queue += more.queue
+        self.quiet_queue += more.quiet_queue
+        self.to_claim += more.to_claim
+        self.quiet_to_claim += more.quiet_to_claim
+
+    def added(self) -> dict[str, float | None]:
+        return {
+            "added_queue_delay_ms_p95": _added(self.queue, self.quiet_queue),
+            "added_rename_to_claim_ms_p95": _added(self.to_claim, self.quiet_to_claim),
+        }
+
+
 def _round(
     workdir: Path, mailbox_root: Path, plan: Path, options: FloodOptions, k: int, flooded: str
-) -> dict[str, Any]:
-    """Launches `a` and `b` at once, `flooded` one of them; their figures."""
+) -> tuple[dict[str, Any], _Waits]:
+    """Launches `a` and `b` at once, `flooded` one of them: their figures, and the waits
+    they were taken from (for the rounds pooled)."""
     names = ("a", "b")
     log = workdir / FLOOD_FILE
     context = multiprocessing.get_context("spawn")
@@ -232,27 +255,27 @@ def _round(
             )
     if not log.exists():
         raise RuntimeError("the flooder found no live episode to flood")
-    floods = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    flooding = json.loads(log.read_text(encoding="utf-8"))
     read = {name: _read_launch(workdir / name) for name in names}
-    flooded_attempts = {read[flooded][1][f["endpoint"]] for f in floods}
-    # The same cases left out of both launches: attempts are named by case.
-    kept_out = {a.rsplit("-a", 1)[0] for a in flooded_attempts}
-    begin = max([min(f["from"] for f in floods)] + [max(r[0].starts) for r in read.values()])
-    end = max(f["to"] for f in floods)
+    # The same case left out of both launches: attempts are named by case.
+    kept_out = read[flooded][1][flooding["endpoint"]].rsplit("-a", 1)[0]
+    begin = max([flooding["from"]] + [max(r[0].starts) for r in read.values()])
+    end = flooding["to"]
     queue: dict[str, list[float]] = {}
     waits: dict[str, list[float]] = {}
     for name, (served, _) in read.items():
         within = [
             d
             for d in served.decisions
-            if begin <= d[1] <= end and d[0].rsplit("-a", 1)[0] not in kept_out
+            if begin <= d[1] <= end and d[0].rsplit("-a", 1)[0] != kept_out
         ]
         queue[name] = [d[2] for d in within]
         waits[name] = [d[3] for d in within if d[3] is not None]
     quiet = "b" if flooded == "a" else "a"
-    return {
+    waits_of = _Waits(queue[flooded], queue[quiet], waits[flooded], waits[quiet])
+    figures = {
         "flooded": flooded,
-        "flooded_episodes": len(flooded_attempts),
+        "flooded_case": kept_out,
         "measured_s": round(max(0.0, end - begin), 1),
         "queue_delay": {"flooded": _figures(queue[flooded]), "quiet": _figures(queue[quiet])},
         "rename_to_claim": {
@@ -263,10 +286,9 @@ def _round(
             "flooded": read[flooded][0].fell_back,
             "quiet": read[quiet][0].fell_back,
         },
-        "added_queue_delay_ms_p95": _added(queue[flooded], queue[quiet]),
-        "added_rename_to_claim_ms_p95": _added(waits[flooded], waits[quiet]),
-        "_pooled": (queue[flooded], queue[quiet], waits[flooded], waits[quiet]),
+        **waits_of.added(),
     }
+    return figures, waits_of
 
 
 def flood_comparison(
@@ -274,7 +296,8 @@ def flood_comparison(
 ) -> dict[str, Any]:
     """The rounds, one after the other; see the module docstring."""
     plan = _plan(workdir, options.episodes)
-    rounds = []
+    rounds: list[dict[str, Any]] = []
+    pooled = _Waits([], [], [], [])
     for number in range(options.rounds):
         flooded = "a" if number % 2 == 0 else "b"
         here = workdir / f"round-{number + 1}"
@@ -282,18 +305,20 @@ def flood_comparison(
         here.mkdir(parents=True)
         mailboxes.mkdir(parents=True)
         mailboxes.chmod(0o711)
-        rounds.append(_round(here, mailboxes, plan, options, k, flooded))
-    pooled: tuple[list[float], ...] = ([], [], [], [])
-    for one in rounds:
-        for into, values in zip(pooled, one.pop("_pooled"), strict=True):
-            into.extend(values)
+        figures, waits = _round(here, mailboxes, plan, options, k, flooded)
+        rounds.append(figures)
+        pooled.extend(waits)
+    added = pooled.added()
     return {
         "think_s": options.think_s,
         "decisions": options.decisions,
         "episodes": options.episodes,
-        "flood_added_queue_delay_ms_p95": _added(pooled[0], pooled[1]),
-        "flood_added_rename_to_claim_ms_p95": _added(pooled[2], pooled[3]),
-        "queue_delay": {"flooded": _figures(pooled[0]), "quiet": _figures(pooled[1])},
-        "rename_to_claim": {"flooded": _figures(pooled[2]), "quiet": _figures(pooled[3])},
+        "flood_added_queue_delay_ms_p95": added["added_queue_delay_ms_p95"],
+        "flood_added_rename_to_claim_ms_p95": added["added_rename_to_claim_ms_p95"],
+        "queue_delay": {"flooded": _figures(pooled.queue), "quiet": _figures(pooled.quiet_queue)},
+        "rename_to_claim": {
+            "flooded": _figures(pooled.to_claim),
+            "quiet": _figures(pooled.quiet_to_claim),
+        },
         "rounds": rounds,
     }

@@ -25,7 +25,7 @@ from mailroom.orchestrator.perf.detection import act_response, write_response
 TIMINGS_FILE = "written_at.txt"
 
 
-def first_present(*paths: Path) -> Path | None:
+def _first_present(*paths: Path) -> Path | None:
     return next((p for p in paths if p.exists()), None)
 
 
@@ -50,7 +50,7 @@ def answer_each(
             while True:
                 seen = watcher.wait_until(
                     functools.partial(
-                        first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
+                        _first_present, outbox / f"obs-{sequence}.json", outbox / "closed.json"
                     ),
                     timeout=timeout_s,
                 )
