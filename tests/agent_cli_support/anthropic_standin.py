@@ -6,22 +6,37 @@
 `message_delta` with the stop reason and usage, `message_stop`), or with one JSON
 message when the request does not stream. `POST /v1/messages/count_tokens` answers an
 estimate, `HEAD /` and `GET /` answer 200, anything else 404 in the API's error shape.
+
+Usage varies per generation request (see `message_usage`), the cache figures nonzero on
+some: `message_start.message.usage` holds input_tokens, cache_creation_input_tokens,
+cache_read_input_tokens and `output_tokens: 1`; `message_delta.usage.output_tokens` the
+final, cumulative count, with `server_tool_use.web_search_requests` when web searches are
+reported (only in usage: no server tool blocks appear in the content). A non-streamed
+message carries the same figures in its `usage`. count_tokens reports no usage: only its
+`input_tokens` estimate, as the API does. Faults answer 429 `rate_limit_error` (with
+`retry-after`) and 529 `overloaded_error`, in the API's error shape.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from .driver import Conversation, FinalText, Move, ShellCommand, next_move
+from .driver import Conversation, DriverSettings, FinalText, Move, ShellCommand, next_move
 from .http_standin import (
+    Admission,
+    Answer,
     Reply,
     Request,
     ScriptedStandIn,
     SseEvent,
+    Usage,
     approximate_tokens,
+    even_only,
     new_id,
     summarize_tools,
+    two_in_three,
 )
 
 SIDE_REQUEST_TEXT = "OK"
@@ -83,24 +98,42 @@ def tool_input(tool: dict[str, Any], move: ShellCommand) -> dict[str, Any]:
 
 
 class AnthropicStandIn(ScriptedStandIn):
+    """`delta_repeats_usage`: `message_delta.usage` also repeats the cumulative input and
+    cache figures of `message_start` (as the API does in newer versions), not only
+    `output_tokens`: a meter that adds the two events' figures counts them twice."""
+
     name = "anthropic"
+    generation_route = "/v1/messages"
+
+    def __init__(
+        self,
+        settings: DriverSettings | None = None,
+        *,
+        answer_model: str | None = None,
+        web_search_requests: int = 0,
+        delta_repeats_usage: bool = False,
+    ) -> None:
+        super().__init__(
+            settings, answer_model=answer_model, web_search_requests=web_search_requests
+        )
+        self.delta_repeats_usage = delta_repeats_usage
 
     def handle(self, request: Request) -> tuple[Reply, str]:
         if (probe := self.root(request)) is not None:
             return probe
         route = request.route.rstrip("/")
         if request.method == "POST" and route == "/v1/messages/count_tokens":
+            # Not a generation: the API answers only an estimate of `input_tokens`, no
+            # billed usage, and the ledger does not count it.
             tokens = approximate_tokens(request.body)
             return Reply(200, {"input_tokens": tokens}), f"count_tokens {tokens}"
-        if request.method == "POST" and route == "/v1/messages":
-            body = request.json()
-            if not isinstance(body, dict):
-                return _error(400, "invalid_request_error", "the body is not a JSON object")
-            return self._messages(request, body)
+        if request.method == "POST" and route == self.generation_route:
+            return self.generate(request)
         return _error(404, "not_found_error", f"{request.method} {request.route} is not served")
 
-    def _messages(self, request: Request, body: dict[str, Any]) -> tuple[Reply, str]:
-        model = str(body.get("model", "stand-in"))
+    def answer(self, request: Request, body: dict[str, Any], admission: Admission) -> Answer:
+        requested = str(body.get("model", "stand-in"))
+        model = admission.answer_model or requested
         tool = shell_tool(body)
         move: Move
         if tool is None:
@@ -108,7 +141,6 @@ class AnthropicStandIn(ScriptedStandIn):
         else:
             move = next_move(conversation_of(body), self.settings)
         message_id = new_id("msg_standin_", next(self._ids))
-        input_tokens = approximate_tokens(request.body)
         blocks: list[dict[str, Any]]
         if isinstance(move, ShellCommand) and tool is not None:
             tool_id = new_id("toolu_standin_", next(self._ids))
@@ -122,11 +154,18 @@ class AnthropicStandIn(ScriptedStandIn):
             stop_reason = "end_turn"
             summary = "text" if tool is not None else "side request (no shell tool)"
         summary += (
-            f" model={model} stream={bool(body.get('stream'))}"
+            f" model={requested} stream={bool(body.get('stream'))}"
             f" messages={len(body.get('messages') or [])}"
             f" tools={len(summarize_tools(body.get('tools')))}"
         )
-        output_tokens = max(1, len(json.dumps(blocks)) // 4)
+        if model != requested:
+            summary += f" answered-as={model}"
+        usage = message_usage(
+            admission.number,
+            approximate_tokens(request.body),
+            max(1, len(json.dumps(blocks)) // 4),
+            admission.web_search_requests,
+        )
         if not body.get("stream"):
             document = {
                 "id": message_id,
@@ -136,31 +175,88 @@ class AnthropicStandIn(ScriptedStandIn):
                 "content": blocks,
                 "stop_reason": stop_reason,
                 "stop_sequence": None,
-                "usage": _usage(input_tokens, output_tokens),
+                "usage": usage_fields(usage),
             }
-            return Reply(200, document), summary
-        return Reply(
-            200,
-            events=message_events(
-                message_id, model, blocks, stop_reason, input_tokens, output_tokens
-            ),
-            headers={"request-id": f"req_{message_id}"},
-        ), summary
+            return Answer(Reply(200, document), summary, model, 0)
+        events = message_events(
+            message_id, model, blocks, stop_reason, usage, delta_repeats=self.delta_repeats_usage
+        )
+        reply = Reply(200, events=events, headers={"request-id": f"req_{message_id}"})
+        return Answer(reply, summary, model, len(events) - 2)
+
+    def invalid(self, message: str) -> Reply:
+        return _error(400, "invalid_request_error", message)[0]
+
+    def rate_limited(self, retry_after_s: int) -> Reply:
+        document = _error_document(
+            "rate_limit_error", "Number of requests has exceeded your rate limit"
+        )
+        return Reply(429, document, headers={"retry-after": str(retry_after_s)})
+
+    def overloaded(self, retry_after_s: int | None) -> Reply:
+        headers = {} if retry_after_s is None else {"retry-after": str(retry_after_s)}
+        return Reply(529, _error_document("overloaded_error", "Overloaded"), headers=headers)
+
+    def stream_usage(self, events: Sequence[SseEvent]) -> Usage | None:
+        fields: dict[str, Any] | None = None
+        for event in events:
+            if event.name == "message_start":
+                fields = dict(event.data["message"]["usage"])
+            elif event.name == "message_delta" and fields is not None:
+                fields.update(event.data.get("usage") or {})  # cumulative: replaces
+        return None if fields is None else usage_of(fields)
+
+    def document_usage(self, document: Any) -> Usage | None:
+        if isinstance(document, dict) and isinstance(document.get("usage"), dict):
+            return usage_of(document["usage"])
+        return None
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
-    return {
-        "input_tokens": input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "output_tokens": output_tokens,
-        "service_tier": "standard",
+def message_usage(number: int, prompt_tokens: int, content_tokens: int, web_searches: int) -> Usage:
+    """The usage of generation request `number`: input_tokens = prompt_tokens + number,
+    cache_creation_input_tokens = two_in_three(number), cache_read_input_tokens =
+    even_only(number), output_tokens = content_tokens + number, web searches as asked."""
+    return Usage(
+        input_tokens=prompt_tokens + number,
+        output_tokens=content_tokens + number,
+        cache_read_tokens=even_only(number),
+        cache_write_tokens=two_in_three(number),
+        server_tool_uses=web_searches,
+    )
+
+
+def usage_fields(usage: Usage, *, output_tokens: int | None = None) -> dict[str, Any]:
+    """`usage` in the API's fields (`output_tokens` replaced when given)."""
+    fields: dict[str, Any] = {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "output_tokens": usage.output_tokens if output_tokens is None else output_tokens,
     }
+    if usage.server_tool_uses:
+        fields["server_tool_use"] = {"web_search_requests": usage.server_tool_uses}
+    fields["service_tier"] = "standard"
+    return fields
+
+
+def usage_of(fields: dict[str, Any]) -> Usage:
+    """The figures of an API `usage` object."""
+    server = fields.get("server_tool_use") or {}
+    return Usage(
+        input_tokens=int(fields.get("input_tokens") or 0),
+        output_tokens=int(fields.get("output_tokens") or 0),
+        cache_read_tokens=int(fields.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(fields.get("cache_creation_input_tokens") or 0),
+        server_tool_uses=int(server.get("web_search_requests") or 0),
+    )
+
+
+def _error_document(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
 
 
 def _error(status: int, kind: str, message: str) -> tuple[Reply, str]:
-    document = {"type": "error", "error": {"type": kind, "message": message}}
-    return Reply(status, document), f"error {status} {kind}"
+    return Reply(status, _error_document(kind, message)), f"error {status} {kind}"
 
 
 def message_events(
@@ -168,11 +264,21 @@ def message_events(
     model: str,
     blocks: list[dict[str, Any]],
     stop_reason: str,
-    input_tokens: int,
-    output_tokens: int,
+    usage: Usage,
+    *,
+    delta_repeats: bool = False,
 ) -> list[SseEvent]:
-    """The event stream of one assistant message made of `blocks`."""
-    start_usage = _usage(input_tokens, 1)
+    """The event stream of one assistant message made of `blocks`: `message_start`
+    reports the input and cache figures with `output_tokens: 1`, `message_delta` the
+    final (cumulative) `output_tokens` and any web searches."""
+    start_usage = {
+        k: v for k, v in usage_fields(usage, output_tokens=1).items() if k != "server_tool_use"
+    }
+    delta_usage: dict[str, Any] = {"output_tokens": usage.output_tokens}
+    if delta_repeats:
+        delta_usage = {k: v for k, v in usage_fields(usage).items() if k not in ("service_tier",)}
+    elif usage.server_tool_uses:
+        delta_usage["server_tool_use"] = {"web_search_requests": usage.server_tool_uses}
     events = [
         SseEvent(
             "message_start",
@@ -226,7 +332,7 @@ def message_events(
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": output_tokens},
+                "usage": delta_usage,
             },
         )
     )

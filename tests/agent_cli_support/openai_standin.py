@@ -9,6 +9,15 @@ and `response.output_item.done`, and last `response.completed` with usage. Every
 event carries its `sequence_number`. `GET /v1/models` lists the requested models; `HEAD
 /` and `GET /` answer 200, anything else 404 in the API's error shape.
 
+Usage varies per generation request (see `response_usage`), `cached_tokens` and
+`reasoning_tokens` nonzero on some; it is reported in `response.completed.response.usage`
+(and a non-streamed response's `usage`). Reported web searches are `web_search_call`
+output items ahead of the answer, each streamed (`response.output_item.added`,
+`response.web_search_call.in_progress` / `.searching` / `.completed`,
+`response.output_item.done`) and listed in `response.completed`'s output. Faults answer
+429 `rate_limit_exceeded` (with `retry-after`) and 503 `server_error`, in the API's error
+shape.
+
 The shell tool is read from the request: a function in `tools` (Codex's
 `exec_command` with `cmd` and `yield_time_ms`, a `shell_command` taking a string, or a
 `shell` taking an argv), or, for models Codex drives in "code mode" (tools declared in an
@@ -20,17 +29,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .driver import Conversation, FinalText, Move, ShellCommand, next_move
 from .http_standin import (
+    Admission,
+    Answer,
     Reply,
     Request,
     ScriptedStandIn,
     SseEvent,
+    Usage,
     approximate_tokens,
+    even_only,
     new_id,
     summarize_tools,
+    two_in_three,
 )
 
 SIDE_REQUEST_TEXT = "OK"
@@ -38,6 +53,7 @@ ARGUMENT_CHUNK = 40  # characters of arguments per function_call_arguments.delta
 # Codex caps exec_command's wait at 30 s; a longer command leaves a session to poll.
 EXEC_YIELD_MS = 30000
 SHELL_TIMEOUT_MS = 120000
+WEB_SEARCH_QUERY = "stand-in web search"
 
 
 def _content_texts(content: Any) -> list[str]:
@@ -143,6 +159,7 @@ def has_shell_tool(body: dict[str, Any]) -> bool:
 
 class OpenAIStandIn(ScriptedStandIn):
     name = "openai"
+    generation_route = "/v1/responses"
 
     def handle(self, request: Request) -> tuple[Reply, str]:
         if (probe := self.root(request)) is not None:
@@ -150,15 +167,13 @@ class OpenAIStandIn(ScriptedStandIn):
         route = request.route.rstrip("/")
         if request.method == "GET" and route == "/v1/models":
             return Reply(200, {"object": "list", "data": []}), "models"
-        if request.method == "POST" and route == "/v1/responses":
-            body = request.json()
-            if not isinstance(body, dict):
-                return _error(400, "invalid_request_error", "the body is not a JSON object")
-            return self._responses(request, body)
+        if request.method == "POST" and route == self.generation_route:
+            return self.generate(request)
         return _error(404, "not_found", f"{request.method} {request.route} is not served")
 
-    def _responses(self, request: Request, body: dict[str, Any]) -> tuple[Reply, str]:
-        model = str(body.get("model", "stand-in"))
+    def answer(self, request: Request, body: dict[str, Any], admission: Admission) -> Answer:
+        requested = str(body.get("model", "stand-in"))
+        model = admission.answer_model or requested
         move: Move = (
             next_move(conversation_of(body), self.settings)
             if has_shell_tool(body)
@@ -203,23 +218,118 @@ class OpenAIStandIn(ScriptedStandIn):
             ["exec(code mode)"] if code_mode_exec(body) else []
         )
         summary += (
-            f" model={model} stream={bool(body.get('stream'))}"
+            f" model={requested} stream={bool(body.get('stream'))}"
             f" items={len(body.get('input') or [])} tools={','.join(tools)}"
         )
-        usage = _usage(approximate_tokens(request.body), max(1, len(json.dumps(item)) // 4))
-        final = _response_object(response_id, model, body, "completed", [item], usage)
+        if model != requested:
+            summary += f" answered-as={model}"
+        searches = [
+            web_search_item(new_id(f"ws_standin_{index}_", counter))
+            for index in range(admission.web_search_requests)
+        ]
+        usage = response_usage(
+            admission.number,
+            approximate_tokens(request.body),
+            max(1, len(json.dumps(item)) // 4),
+            admission.web_search_requests,
+        )
+        final = _response_object(
+            response_id, model, body, "completed", [*searches, item], usage_fields(usage)
+        )
         if not body.get("stream"):
-            return Reply(200, final), summary
-        return Reply(200, events=response_events(final, item)), summary
+            return Answer(Reply(200, final), summary, model, 0)
+        events = response_events(final)
+        return Answer(Reply(200, events=events), summary, model, len(events) - 1)
+
+    def invalid(self, message: str) -> Reply:
+        return _error(400, "invalid_request_error", message)[0]
+
+    def rate_limited(self, retry_after_s: int) -> Reply:
+        document = {
+            "error": {
+                "message": f"Rate limit reached. Please try again in {retry_after_s}s.",
+                "type": "rate_limit_exceeded",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        }
+        return Reply(429, document, headers={"retry-after": str(retry_after_s)})
+
+    def overloaded(self, retry_after_s: int | None) -> Reply:
+        document = {
+            "error": {
+                "message": "The server is overloaded. Please try again later.",
+                "type": "server_error",
+                "param": None,
+                "code": "server_is_overloaded",
+            }
+        }
+        headers = {} if retry_after_s is None else {"retry-after": str(retry_after_s)}
+        return Reply(503, document, headers=headers)
+
+    def stream_usage(self, events: Sequence[SseEvent]) -> Usage | None:
+        for event in reversed(events):
+            if event.name == "response.completed":
+                return self.document_usage(event.data["response"])
+        return None
+
+    def document_usage(self, document: Any) -> Usage | None:
+        if not isinstance(document, dict) or not isinstance(document.get("usage"), dict):
+            return None
+        return usage_of(document["usage"], document.get("output") or [])
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+def response_usage(
+    number: int, prompt_tokens: int, content_tokens: int, web_searches: int
+) -> Usage:
+    """The usage of generation request `number`: cached_tokens = even_only(number),
+    input_tokens = prompt_tokens + number + cached_tokens, reasoning_tokens =
+    two_in_three(number), output_tokens = content_tokens + number + reasoning_tokens,
+    total_tokens = input_tokens + output_tokens; web searches as asked."""
+    cached = even_only(number)
+    reasoning = two_in_three(number)
+    return Usage(
+        input_tokens=prompt_tokens + number + cached,
+        output_tokens=content_tokens + number + reasoning,
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+        server_tool_uses=web_searches,
+    )
+
+
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """`usage` in the API's fields (web searches are output items, not usage)."""
     return {
-        "input_tokens": input_tokens,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": output_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": input_tokens + output_tokens,
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+    }
+
+
+def usage_of(fields: dict[str, Any], output: list[Any]) -> Usage:
+    """The figures of an API `usage` object and a response's `output` items."""
+    return Usage(
+        input_tokens=int(fields.get("input_tokens") or 0),
+        output_tokens=int(fields.get("output_tokens") or 0),
+        cache_read_tokens=int((fields.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+        reasoning_tokens=int(
+            (fields.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+        ),
+        server_tool_uses=sum(
+            1 for item in output if isinstance(item, dict) and item.get("type") == "web_search_call"
+        ),
+    )
+
+
+def web_search_item(item_id: str) -> dict[str, Any]:
+    """A completed server-side web search, as a `web_search_call` output item."""
+    return {
+        "id": item_id,
+        "type": "web_search_call",
+        "status": "completed",
+        "action": {"type": "search", "query": WEB_SEARCH_QUERY},
     }
 
 
@@ -265,8 +375,9 @@ def _error(status: int, code: str, message: str) -> tuple[Reply, str]:
     return Reply(status, document), f"error {status} {code}"
 
 
-def response_events(final: dict[str, Any], item: dict[str, Any]) -> list[SseEvent]:
-    """The event stream of one response whose only output is `item`."""
+def response_events(final: dict[str, Any]) -> list[SseEvent]:
+    """The event stream of one response: each of its output items in turn (web searches
+    first, then the answer), and last `response.completed` with usage."""
     events: list[SseEvent] = []
 
     def emit(name: str, **fields: Any) -> None:
@@ -275,8 +386,21 @@ def response_events(final: dict[str, Any], item: dict[str, Any]) -> list[SseEven
     pending = {**final, "status": "in_progress", "output": [], "usage": None}
     emit("response.created", response=pending)
     emit("response.in_progress", response=pending)
+    for index, item in enumerate(final["output"]):
+        _item_events(emit, index, item)
+    emit("response.completed", response=final)
+    return events
+
+
+def _item_events(emit: Callable[..., None], index: int, item: dict[str, Any]) -> None:
     item_id = item["id"]
-    if item["type"] in ("function_call", "custom_tool_call"):
+    if item["type"] == "web_search_call":
+        emit(
+            "response.output_item.added", output_index=index, item={**item, "status": "in_progress"}
+        )
+        for phase in ("in_progress", "searching", "completed"):
+            emit(f"response.web_search_call.{phase}", item_id=item_id, output_index=index)
+    elif item["type"] in ("function_call", "custom_tool_call"):
         field, delta_event = (
             ("arguments", "response.function_call_arguments")
             if item["type"] == "function_call"
@@ -284,7 +408,7 @@ def response_events(final: dict[str, Any], item: dict[str, Any]) -> list[SseEven
         )
         emit(
             "response.output_item.added",
-            output_index=0,
+            output_index=index,
             item={**item, "status": "in_progress", field: ""},
         )
         value = item[field]
@@ -292,46 +416,44 @@ def response_events(final: dict[str, Any], item: dict[str, Any]) -> list[SseEven
             emit(
                 f"{delta_event}.delta",
                 item_id=item_id,
-                output_index=0,
+                output_index=index,
                 delta=value[start : start + ARGUMENT_CHUNK],
             )
-        emit(f"{delta_event}.done", item_id=item_id, output_index=0, **{field: value})
+        emit(f"{delta_event}.done", item_id=item_id, output_index=index, **{field: value})
     else:
         text = item["content"][0]["text"]
         emit(
             "response.output_item.added",
-            output_index=0,
+            output_index=index,
             item={**item, "status": "in_progress", "content": []},
         )
         part = {"type": "output_text", "text": "", "annotations": []}
         emit(
             "response.content_part.added",
             item_id=item_id,
-            output_index=0,
+            output_index=index,
             content_index=0,
             part=part,
         )
         emit(
             "response.output_text.delta",
             item_id=item_id,
-            output_index=0,
+            output_index=index,
             content_index=0,
             delta=text,
         )
         emit(
             "response.output_text.done",
             item_id=item_id,
-            output_index=0,
+            output_index=index,
             content_index=0,
             text=text,
         )
         emit(
             "response.content_part.done",
             item_id=item_id,
-            output_index=0,
+            output_index=index,
             content_index=0,
             part={**part, "text": text},
         )
-    emit("response.output_item.done", output_index=0, item=item)
-    emit("response.completed", response=final)
-    return events
+    emit("response.output_item.done", output_index=index, item=item)
