@@ -104,7 +104,7 @@ def _run(
         record=record,
         limits=limits,
     )
-    assert schema_errors("mailroom.episode_result/v6", result.document()) == []
+    assert schema_errors("mailroom.episode_result/v7", result.document()) == []
     assert result.confinement is not None and result.confinement.mode == confinement
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses

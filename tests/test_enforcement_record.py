@@ -143,8 +143,8 @@ def test_a_sandboxed_launch_records_the_kernels_limits_in_its_manifest_and_resul
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "sandboxed")
     manifest = _json(run_dir / "manifest.json")
-    assert manifest["schema"] == "mailroom.run_manifest/v5"
-    assert schema_errors("mailroom.run_manifest/v5", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v6"
+    assert schema_errors("mailroom.run_manifest/v6", manifest) == []
     assert manifest["confinement"]["mode"] == "sandbox"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -155,8 +155,8 @@ def test_a_sandboxed_launch_records_the_kernels_limits_in_its_manifest_and_resul
     results = _results(run_dir)
     assert len(results) == 2
     for result in results:
-        assert result["schema"] == "mailroom.episode_result/v6"
-        assert schema_errors("mailroom.episode_result/v6", result) == []
+        assert result["schema"] == "mailroom.episode_result/v7"
+        assert schema_errors("mailroom.episode_result/v7", result) == []
         assert result["enforcement"] == ENFORCED
         # As the actor's own record says: a cgroup with its ceiling, a tmpfs of its own.
         started = _actor_started(run_dir, result["attempt_id"])
@@ -177,7 +177,7 @@ def test_an_unconfined_launch_records_its_writable_space_as_sampled(
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "unconfined", "--confinement", "none")
     manifest = _json(run_dir / "manifest.json")
-    assert schema_errors("mailroom.run_manifest/v5", manifest) == []
+    assert schema_errors("mailroom.run_manifest/v6", manifest) == []
     assert manifest["confinement"]["mode"] == "none"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -188,7 +188,7 @@ def test_an_unconfined_launch_records_its_writable_space_as_sampled(
     results = _results(run_dir)
     assert [r["enforcement"] for r in results] == [UNSANDBOXED, UNSANDBOXED]
     for result in results:
-        assert schema_errors("mailroom.episode_result/v6", result) == []
+        assert schema_errors("mailroom.episode_result/v7", result) == []
         assert _actor_started(run_dir, result["attempt_id"])["filesystem"]["enforced"] == (
             "sampled"
         )
@@ -210,7 +210,9 @@ def test_a_run_launched_before_manifest_v5_resumes_and_keeps_its_own_manifest(
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "before")
     run = RunDirectory(run_dir)
-    older = {k: v for k, v in run.read_manifest().items() if k != "enforcement"}
+    later = ("enforcement", "provider_gateway")
+    older = {k: v for k, v in run.read_manifest().items() if k not in later}
+    del older["volatile"]["provider_upstream"]
     older["schema"] = "mailroom.run_manifest/v4"
     assert schema_errors("mailroom.run_manifest/v4", older) == []
     run.manifest_path.write_text(json.dumps(older), encoding="utf-8")
@@ -225,7 +227,7 @@ def test_a_run_launched_before_manifest_v5_resumes_and_keeps_its_own_manifest(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert run.read_manifest() == older  # the run keeps the manifest it was launched with
     rerun = _json(first / "result.json")
-    assert rerun["schema"] == "mailroom.episode_result/v6"
+    assert rerun["schema"] == "mailroom.episode_result/v7"
     assert rerun["enforcement"] == ENFORCED
     assert (second / "result.json").read_bytes() == kept
     document, _ = _report(toy_env, run_dir)
@@ -266,7 +268,7 @@ def test_an_interrupted_attempt_records_what_its_actor_started_event_says(
     assert bare.enforcement is not None and bare.enforcement.model_dump() == NOTHING
     for case in cases[:2]:
         document = _json(run.episode_dir(case.attempt_id(1)) / "result.json")
-        assert schema_errors("mailroom.episode_result/v6", document) == []
+        assert schema_errors("mailroom.episode_result/v7", document) == []
 
 
 def test_a_v5_result_loads_and_is_written_back_unchanged(tmp_path: Path) -> None:

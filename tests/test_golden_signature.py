@@ -32,6 +32,11 @@ changed, new and missing field names.
 
 What changed the pinned table, newest first:
 
+- results may carry what the provider gateway metered and the manifest records the
+  run's gateway (`mailroom.episode_result/v7` and `mailroom.run_manifest/v6`): here no
+  gateway, so `result.usage` stays the null one; `result.schema` and `manifest.schema`
+  changed, `manifest.provider_gateway` and `manifest.volatile.provider_upstream` (and
+  the launch event's copy of `volatile`) are new, null.
 - each actor has a memory ceiling the kernel enforces (`limits.memory_mb`, a memory
   cgroup per episode): `actor_started.limits.memory_mb` and `actor_started.memory`
   (the ceiling, whether it is enforced and by what, the latter volatile: this machine's

@@ -65,6 +65,8 @@ def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(
     manifest = run.read_manifest()
     del manifest["confinement"]
     del manifest["enforcement"]
+    del manifest["provider_gateway"]
+    del manifest["volatile"]["provider_upstream"]
     del manifest["blinding"]["instructions_version"]
     del manifest["protocol"]["benchmark"]
     manifest["schema"] = "mailroom.run_manifest/v1"
@@ -79,3 +81,31 @@ def test_a_v1_manifest_still_reports_exports_and_types_interrupted_attempts(
     assert (summary.episodes, summary.steps, summary.skipped) == (1, 0, [])  # its one result
     exported = pq.read_table(summary.episodes_file).column("attempt_id").to_pylist()
     assert exported == [cases[0].attempt_id(1)]
+
+
+def test_a_sandbox_whose_only_route_out_is_the_gateway_is_named_and_stays_confined(
+    tmp_path: Path,
+) -> None:
+    """A v7 result's network may be the provider gateway: confined, and said; a v6 result
+    that claims it is refused as its frozen schema refuses it (a corrupt result)."""
+    run, cases = make_run(tmp_path, proprio=False)
+    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
+    write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
+    for case, schema in (
+        (cases[0], "mailroom.episode_result/v7"),
+        (cases[1], "mailroom.episode_result/v6"),
+    ):
+        path = run.episode_dir(case.attempt_id(1)) / "result.json"
+        document = json.loads(path.read_text())
+        document["schema"] = schema
+        document["confinement"] = {"mode": "sandbox", "network": "gateway"}
+        path.write_text(json.dumps(document))
+    gateway = read_result(run.episode_dir(cases[0].attempt_id(1)) / "result.json")
+    assert isinstance(gateway, EpisodeResult) and gateway.confined
+    refused = read_result(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    assert not isinstance(refused, EpisodeResult)
+    assert "does not match mailroom.episode_result/v6" in refused.reason
+    report = build_report(run.root)
+    assert report.confinement_modes == {"sandbox (provider gateway)": 1}
+    assert [Path(c["file"]).parent.name for c in report.corrupt_results] == [cases[1].attempt_id(1)]
+    assert report.overall.not_confined == 0

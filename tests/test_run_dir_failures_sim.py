@@ -69,7 +69,7 @@ def _launch(
 
 def _no_partial_results(run_dir: Path) -> None:
     for result in run_dir.glob("episodes/*/result.json"):
-        assert schema_errors("mailroom.episode_result/v6", json.loads(result.read_text())) == []
+        assert schema_errors("mailroom.episode_result/v7", json.loads(result.read_text())) == []
 
 
 def test_evidence_that_cannot_be_written_ends_episodes_as_typed_errors(

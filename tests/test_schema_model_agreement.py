@@ -21,11 +21,15 @@ from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
+    TOKEN_COUNTS,
     CaseRecord,
     Counters,
+    DecisionUsage,
     Enforcement,
     EpisodeResult,
     Latency,
+    ModelUsage,
+    ProviderUsage,
     TypedError,
     Usage,
 )
@@ -294,8 +298,159 @@ def _result() -> Doc:
 
 
 RESULT = _result()
+SONNET = "claude-sonnet-4-5"
+# What the provider gateway metered: three requests forwarded (one a provider fault while
+# the first observation was pending, two answered by the declared model), one refused.
+METERED: Doc = ProviderUsage(
+    source="gateway",
+    provider="anthropic",
+    provider_requests=3,
+    refused_requests=1,
+    failed_requests=1,
+    other_requests=0,
+    unmetered_requests=0,
+    input_tokens=1200,
+    output_tokens=300,
+    cache_read_tokens=800,
+    cache_write_tokens=100,
+    server_tool_uses=1,
+    cost=0.0123,
+    cost_note=None,
+    models=[
+        ModelUsage(
+            model=SONNET,
+            requests=2,
+            input_tokens=1200,
+            output_tokens=300,
+            cache_read_tokens=800,
+            cache_write_tokens=100,
+            server_tool_uses=1,
+            cost=0.0123,
+            cost_note=None,
+        )
+    ],
+    declared_model=SONNET,
+    model_verified=True,
+    provider_time_ms=2500.5,
+    decisions=[
+        DecisionUsage(
+            decision=0, requests=1, provider_time_ms=500.25, input_tokens=0, output_tokens=0
+        ),
+        DecisionUsage(
+            decision=1, requests=2, provider_time_ms=2000.25, input_tokens=1200, output_tokens=300
+        ),
+    ],
+).model_dump(mode="json")
+UNPRICED = "an answer that named no model is not priced"
+
+
+def _all(*mutations: Mutation) -> Mutation:
+    """The mutations one after another."""
+
+    def mutate(doc: Doc) -> None:
+        for one in mutations:
+            one(doc)
+
+    return mutate
+
+
+def _moved(path: str, delta: float) -> Mutation:
+    """Add `delta` to the number at a dotted path."""
+
+    def mutate(doc: Doc) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[last] += delta
+
+    return mutate
+
+
+def _unpriced(note: str) -> Mutation:
+    """The model's cost, and so the total, not priced, with `note` saying why."""
+    return _all(
+        _set("usage.models.0.cost", None),
+        _set("usage.models.0.cost_note", note),
+        _set("usage.cost", None),
+        _set("usage.cost_note", note),
+    )
+
+
+def _metered(doc: Doc) -> None:
+    doc["usage"] = copy.deepcopy(METERED)
+    doc["confinement"] = {"mode": "sandbox", "network": "gateway"}
+
+
+def _unknown_answer(doc: Doc) -> None:
+    """A fourth request answered naming no model: unpriced, and not the declared model."""
+    usage = doc["usage"]
+    unknown = {
+        "model": "unknown",
+        "requests": 1,
+        **dict.fromkeys(TOKEN_COUNTS, 0),
+        "cost": None,
+        "cost_note": UNPRICED,
+    }
+    usage["models"].append(unknown)
+    usage["provider_requests"] += 1
+    usage["unmetered_requests"] += 1
+    usage["decisions"][1]["requests"] += 1
+    usage.update(cost=None, cost_note=UNPRICED, model_verified=False)
+
+
+def _nothing_forwarded(doc: Doc) -> None:
+    usage = doc["usage"]
+    for name in [
+        "provider_requests",
+        "failed_requests",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "server_tool_uses",
+    ]:
+        usage[name] = 0
+    usage.update(
+        refused_requests=2,
+        cost=0.0,
+        models=[],
+        decisions=[],
+        provider_time_ms=0.0,
+        model_verified=None,
+    )
+
+
+RESULT_METERED = _mutated(RESULT, {"metered": _metered})[0][1]
 RESULT_VALID = [
     ("base", RESULT),
+    ("metered", RESULT_METERED),
+    *_mutated(
+        RESULT_METERED,
+        {
+            "metered_unknown_answer": _unknown_answer,
+            "metered_nothing_forwarded": _nothing_forwarded,
+            "metered_no_declared_model": lambda d: d["usage"].update(
+                declared_model=None, model_verified=None
+            ),
+            "metered_other_model": _all(
+                _set("usage.models.0.model", "claude-opus-4-1"),
+                _set("usage.model_verified", False),
+            ),
+            "metered_openai": _set("usage.provider", "openai_responses"),
+            "metered_unpriced": _unpriced("not in the price table"),
+            "metered_integer_time": _all(
+                _set("usage.provider_time_ms", 2500),
+                _set("usage.decisions.0.provider_time_ms", 500),
+                _set("usage.decisions.1.provider_time_ms", 2000),
+            ),
+            # Times rounded to the microsecond at each addition still add up.
+            "metered_rounded_time": _set("usage.provider_time_ms", 2500.501),
+            "metered_unconfined": _set("confinement", {"mode": "none", "network": "host"}),
+            "metered_no_network": _set("confinement.network", "none"),
+            "metered_long_note": _unpriced("n" * 500),
+        },
+    ),
     *_mutated(
         RESULT,
         {
@@ -314,6 +469,7 @@ RESULT_VALID = [
             "nothing_enforced": _set(
                 "enforcement", {"memory": "not enforced", "writable_space": "sampled"}
             ),
+            "gateway_unmetered": _set("confinement.network", "gateway"),
         },
     ),
 ]
@@ -378,6 +534,52 @@ RESULT_INVALID = _mutated(
         "no_processing": _set("processing", DELETE),
         "negative_queue_delay": _set("queue_delay.total_ms", -1.0),
         "queue_delay_extra": _set("queue_delay.p95_ms", 1.0),
+        "unmetered_source_gateway": _set("usage.source", "gateway"),
+        "unmetered_with_requests": _set("usage.provider_requests", 3),
+        "usage_source_other": _set("usage.source", "proxy"),
+        "network_gateway_upper": _set("confinement.network", "Gateway"),
+    },
+)
+# Metered usage that the schema and the model both refuse.
+RESULT_METERED_INVALID = _mutated(
+    RESULT_METERED,
+    {
+        "metered_as_v6": _set("schema", "mailroom.episode_result/v6"),
+        "metered_external": _set("confinement", {"mode": "external", "network": None}),
+        "metered_source_other": _set("usage.source", "proxy"),
+        "metered_no_source": _set("usage.source", DELETE),
+        "metered_provider_other": _set("usage.provider", "openai"),
+        "metered_provider_null": _set("usage.provider", None),
+        "metered_extra": _set("usage.total_tokens", 1500),
+        "metered_model_extra": _set("usage.models.0.total_tokens", 1500),
+        "metered_decision_extra": _set("usage.decisions.0.cache_read_tokens", 0),
+        "metered_no_decisions": _set("usage.decisions", DELETE),
+        "metered_no_models": _set("usage.models", DELETE),
+        "metered_no_refused": _set("usage.refused_requests", DELETE),
+        "metered_negative_refused": _set("usage.refused_requests", -1),
+        "metered_float_requests": _set("usage.provider_requests", 3.0),
+        "metered_string_tokens": _set("usage.input_tokens", "1200"),
+        "metered_null_tokens": _set("usage.output_tokens", None),
+        "metered_negative_cost": _set("usage.cost", -0.01),
+        "metered_cost_without_note": _set("usage.models.0.cost", None),
+        "metered_cost_and_note": _set("usage.cost_note", "estimated"),
+        "metered_empty_note": _unpriced(""),
+        "metered_note_too_long": _unpriced("n" * 501),
+        "metered_model_empty_name": _set("usage.models.0.model", ""),
+        "metered_model_name_too_long": _set("usage.models.0.model", "m" * 201),
+        "metered_model_zero_requests": _set("usage.models.0.requests", 0),
+        "metered_decision_zero_requests": _set("usage.decisions.0.requests", 0),
+        "metered_decision_negative": _set("usage.decisions.0.decision", -1),
+        "metered_negative_time": _set("usage.provider_time_ms", -1.0),
+        "metered_verified_null": _set("usage.model_verified", None),
+        "metered_verified_string": _set("usage.model_verified", "yes"),
+        "metered_verified_without_declared": _set("usage.declared_model", None),
+        "metered_declared_empty": _set("usage.declared_model", ""),
+        "metered_verified_without_answers": _all(
+            _nothing_forwarded, _set("usage.model_verified", True)
+        ),
+        "metered_models_not_a_list": _set("usage.models", {}),
+        "metered_usage_null": _set("usage", None),
     },
 )
 
@@ -412,6 +614,33 @@ def _v1(doc: Doc) -> None:
     del doc["confinement"]
 
 
+# Results written before the provider gateway: the same model reads them; nothing in
+# them was metered, and no actor's network was the gateway.
+RESULT_V6 = {**RESULT, "schema": "mailroom.episode_result/v6"}
+RESULT_V6_VALID = [
+    ("base", RESULT_V6),
+    *_mutated(
+        RESULT_V6,
+        {
+            "unconfined": _set("confinement", {"mode": "none", "network": "host"}),
+            "external": _set("confinement", {"mode": "external", "network": None}),
+        },
+    ),
+]
+RESULT_V6_INVALID = _mutated(
+    RESULT_V6,
+    {
+        "metered": _set("usage", METERED),
+        "metered_unconfined": _all(
+            _set("usage", METERED), _set("confinement", {"mode": "none", "network": "host"})
+        ),
+        "gateway_network": _set("confinement.network", "gateway"),
+        "as_v5": _set("schema", "mailroom.episode_result/v5"),
+        "no_enforcement": _set("enforcement", DELETE),
+    },
+)
+
+
 # Results written before enforcement was recorded: the same model reads them.
 RESULT_V5 = _mutated(RESULT, {"v5": _v5})[0][1]
 RESULT_V5_VALID = [
@@ -426,6 +655,8 @@ RESULT_V5_INVALID = _mutated(
         "as_v6": _set("schema", "mailroom.episode_result/v6"),
         "as_v4": _set("schema", "mailroom.episode_result/v4"),
         "no_simulator": _set("simulator", DELETE),
+        "metered": _set("usage", METERED),
+        "gateway_network": _set("confinement.network", "gateway"),
     },
 )
 
@@ -471,6 +702,7 @@ RESULT_V2_INVALID = _mutated(
         "with_instructions_version": _set("instructions_version", "v1"),
         "as_v3": _set("schema", "mailroom.episode_result/v3"),
         "no_confinement": _set("confinement", DELETE),
+        "gateway_network": _set("confinement.network", "gateway"),
     },
 )
 
@@ -671,7 +903,8 @@ KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
-    "result": ("mailroom.episode_result/v6", EpisodeResult),
+    "result": ("mailroom.episode_result/v7", EpisodeResult),
+    "result_v6": ("mailroom.episode_result/v6", EpisodeResult),
     "result_v5": ("mailroom.episode_result/v5", EpisodeResult),
     "result_v4": ("mailroom.episode_result/v4", EpisodeResult),
     "result_v3": ("mailroom.episode_result/v3", EpisodeResult),
@@ -687,7 +920,8 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("observation", OBSERVATION_VALID, OBSERVATION_INVALID),
         ("response", RESPONSE_VALID, RESPONSE_INVALID),
         ("closed", CLOSED_VALID, CLOSED_INVALID),
-        ("result", RESULT_VALID, RESULT_INVALID),
+        ("result", RESULT_VALID, RESULT_INVALID + RESULT_METERED_INVALID),
+        ("result_v6", RESULT_V6_VALID, RESULT_V6_INVALID),
         ("result_v5", RESULT_V5_VALID, RESULT_V5_INVALID),
         ("result_v4", RESULT_V4_VALID, RESULT_V4_INVALID),
         ("result_v3", RESULT_V3_VALID, RESULT_V3_INVALID),
@@ -721,8 +955,8 @@ def test_there_are_examples_of_every_kind_both_ways() -> None:
 
 @pytest.mark.parametrize(
     "doc",
-    [RESULT, RESULT_V5, RESULT_V4, RESULT_V3, RESULT_V2, RESULT_V1],
-    ids=["v6", "v5", "v4", "v3", "v2", "v1"],
+    [RESULT_METERED, RESULT, RESULT_V6, RESULT_V5, RESULT_V4, RESULT_V3, RESULT_V2, RESULT_V1],
+    ids=["v7_metered", "v7", "v6", "v5", "v4", "v3", "v2", "v1"],
 )
 def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> None:
     """A version's later fields are never added on the way out, nor its own dropped."""
@@ -733,4 +967,69 @@ def test_a_result_of_each_version_is_written_back_as_it_was_read(doc: Doc) -> No
 def test_result_model_requires_what_the_schema_requires(name: str) -> None:
     """Defaults exist for building results in Python; on the wire every field is due."""
     doc = dict(RESULT_WIRE_CASES)[name]
-    assert _verdicts("mailroom.episode_result/v6", EpisodeResult, doc) == (False, False)
+    assert _verdicts("mailroom.episode_result/v7", EpisodeResult, doc) == (False, False)
+
+
+# Metered usage whose counts do not add up: each field is in range (the schema cannot
+# see more), and the model refuses it (`ProviderUsage`'s sums).
+UNSUMMED = _mutated(
+    RESULT_METERED,
+    {
+        "failed_beyond_forwarded": _set("usage.failed_requests", 4),
+        "unmetered_beyond_answers": _set("usage.unmetered_requests", 3),
+        "models_requests_short": _moved("usage.models.0.requests", -1),
+        "models_count_failed_too": _moved("usage.models.0.requests", 1),
+        "input_total_off": _moved("usage.input_tokens", 1),
+        "output_total_off": _moved("usage.output_tokens", -1),
+        "cache_read_total_off": _moved("usage.cache_read_tokens", 1),
+        "cache_write_total_off": _moved("usage.cache_write_tokens", 1),
+        "server_tools_total_off": _moved("usage.server_tool_uses", 1),
+        "cost_not_the_sum": _moved("usage.cost", 0.01),
+        "cost_null_though_priced": lambda d: d["usage"].update(cost=None, cost_note="why"),
+        "cost_though_a_model_unpriced": lambda d: d["usage"]["models"][0].update(
+            cost=None, cost_note="not in the price table"
+        ),
+        "models_unsorted": _all(_unknown_answer, lambda d: d["usage"]["models"].reverse()),
+        "model_twice": _all(
+            lambda d: d["usage"]["models"].append(
+                {
+                    **d["usage"]["models"][0],
+                    "requests": 1,
+                    **dict.fromkeys(TOKEN_COUNTS, 0),
+                    "cost": 0.0,
+                }
+            ),
+            _moved("usage.provider_requests", 1),
+            _moved("usage.decisions.1.requests", 1),
+        ),
+        "decisions_unsorted": lambda d: d["usage"]["decisions"].reverse(),
+        "decision_twice": _set("usage.decisions.1.decision", 0),
+        "decisions_requests_short": _moved("usage.decisions.1.requests", -1),
+        "decisions_input_off": _moved("usage.decisions.0.input_tokens", 5),
+        "decisions_output_off": _moved("usage.decisions.1.output_tokens", -5),
+        "provider_time_off": _moved("usage.provider_time_ms", 0.01),
+        "verified_though_another_answered": lambda d: d["usage"]["models"][0].update(
+            model="claude-opus-4-1"
+        ),
+        "not_verified_though_declared_answered": _set("usage.model_verified", False),
+        "verified_with_an_unknown_answer": _all(
+            _unknown_answer, _set("usage.model_verified", True)
+        ),
+    },
+)
+
+
+@pytest.mark.parametrize("name", [n for n, _ in UNSUMMED])
+def test_metered_usage_whose_counts_do_not_add_up_is_refused(name: str) -> None:
+    """What JSON Schema cannot say of metered usage the model checks: the frozen schema
+    accepts each of these, the model refuses it (and a reader reports it as corrupt)."""
+    doc = dict(UNSUMMED)[name]
+    assert _verdicts("mailroom.episode_result/v7", EpisodeResult, doc) == (True, False)
+
+
+def test_a_metered_result_keeps_its_usage_through_the_model() -> None:
+    result = from_json(EpisodeResult, json.dumps(RESULT_METERED))
+    assert isinstance(result.usage, ProviderUsage) and result.usage.model_verified is True
+    assert result.confinement is not None and result.confinement.network == "gateway"
+    unmetered = from_json(EpisodeResult, json.dumps(RESULT))
+    assert isinstance(unmetered.usage, Usage) and unmetered.document() == RESULT

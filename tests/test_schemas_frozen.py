@@ -50,6 +50,9 @@ FROZEN = {
     "mailroom.episode_result.v6.json": (
         "35bf0b1516208c3350d4410e3530206df02e939c10300862c1d956cdc39c6eaf"
     ),
+    "mailroom.episode_result.v7.json": (
+        "88bec012a62c63f67738a45c9fd964cd76378ea1361676a43373762591c5944c"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
@@ -73,6 +76,9 @@ FROZEN = {
     ),
     "mailroom.run_manifest.v5.json": (
         "b2ab16fd0f5cffbe40b40621dbc0fb0d1fa8fdf83e377af9117e46bafa27e626"
+    ),
+    "mailroom.run_manifest.v6.json": (
+        "86865e369ae06becb691f49c73a786db27b8c6808cecec5f2537ae7ca8690179"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

@@ -99,7 +99,7 @@ def test_catalog_and_plan_come_from_the_toy_family(toy_env: dict[str, str], tmp_
 
 def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: Path) -> None:
     manifest = json.loads((toy_run / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["schema"] == "mailroom.run_manifest/v5"
+    assert manifest["schema"] == "mailroom.run_manifest/v6"
     assert manifest["protocol"]["benchmark"] == "toyworld"
     assert manifest["protocol"]["adapter"] == "toy_fake"
     assert manifest["confinement"]["mode"] == "sandbox"

@@ -111,6 +111,7 @@ def test_limits_and_confinement_in_words() -> None:
     assert readable_limit(200) == "200"
     assert readable_limit(600.0, readable_duration_s) == "10 min"
     assert readable_confinement("sandbox", "none") == "sandbox (no network)"
+    assert readable_confinement("sandbox", "gateway") == "sandbox (the provider gateway only)"
     assert readable_confinement("none", "host") == "unconfined (the host's network)"
     assert readable_confinement("external", None) == "external (network unknown)"
     assert readable_confinement(None, "fibre") == f"{ABSENT} (network fibre)"

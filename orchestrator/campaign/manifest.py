@@ -37,6 +37,8 @@ from mailroom.orchestrator.records.manifest import (
     MANIFEST_SCHEMA_V2,
     MANIFEST_SCHEMA_V3,
     MANIFEST_SCHEMA_V4,
+    MANIFEST_SCHEMA_V5,
+    ProviderGatewayRecord,
     RunEnforcement,
 )
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
@@ -141,13 +143,30 @@ def build_manifest(
     sandbox_tool: SandboxTool | None = None,
     benchmark: str = DEFAULT_BENCHMARK,
     programs: Mapping[str, str] | None = None,
+    provider_gateway: dict[str, Any] | None = None,
+    provider_upstream: str | None = None,
 ) -> dict[str, Any]:
+    """The run's manifest (`MANIFEST_SCHEMA`), refused unless it matches its schema.
+
+    `provider_gateway` is what the run's actors reach their provider through
+    (`ProviderGatewayRecord`: its provider, routes, the key's variable name, request
+    size, price table and budgets), None when they use none; `provider_upstream` is the
+    base URL it forwards to, without credentials, recorded as volatile (a stand-in's
+    port changes between launches): both given, or neither.
+    """
     if confinement.mode == "external" and actor_command is not None:
         raise ValueError("a spawned actor is confined by the sandbox or explicitly 'none'")
     if confinement.mode != "external" and actor_command is None:
         raise ValueError("an actor handed a launch message is confined 'external'")
     if confinement.mode == "sandbox" and sandbox_tool is None:
         raise ValueError("a sandboxed run records its sandbox tool")
+    if (provider_gateway is None) != (provider_upstream is None):
+        raise ValueError("a run's provider gateway and its upstream are recorded together")
+    gateway = (
+        ProviderGatewayRecord.model_validate(provider_gateway).document()
+        if provider_gateway is not None
+        else None
+    )
     actor = profile_declaration.get("actor")
     fixed = actor.get("environment") if isinstance(actor, dict) else None
     actor_environment = list(confinement.actor_environment)
@@ -220,6 +239,7 @@ def build_manifest(
         },
         # Decided once, here: what each result's `enforcement` then says of its own actor.
         "enforcement": launch_enforcement(confinement, profile_declaration).document(),
+        "provider_gateway": gateway,
         "record": record,
         "volatile": {
             "created_at": utc_timestamp(),
@@ -228,6 +248,7 @@ def build_manifest(
             "mailbox_root": str(mailbox_root),
             "actor_command": actor_command,
             "workers": workers,
+            "provider_upstream": provider_upstream,
         },
     }
     errors = schema_errors(MANIFEST_SCHEMA, manifest)
@@ -238,19 +259,34 @@ def build_manifest(
 
 def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
     """The manifest this code would write, in the version a run recorded its own, so a
-    resume compares like with like. A v4 run's is the same without `enforcement` (what
-    the kernel enforced was not recorded; each new result records its own). A v3 run's
-    is, besides, without `protocol.benchmark` (its plan, compared by hash, names the
-    benchmark). A v2 run's is, besides, without `blinding.instructions_version` and
-    `profile.programs`: its profile declaration (and `instructions_sha256`) fix the
-    version and are compared; its programs' bytes were not recorded. Any other version is
-    left as it is: a v1 run recorded no confinement, which cannot be left out of the
-    comparison, so a resume of one is refused as before."""
-    if schema not in (MANIFEST_SCHEMA_V2, MANIFEST_SCHEMA_V3, MANIFEST_SCHEMA_V4):
+    resume compares like with like. A v5 run's is the same without `provider_gateway`
+    and `volatile.provider_upstream` (its actors reached no provider through a gateway; a
+    proposed gateway is kept, so that resume is refused: its results were not metered).
+    A v4 run's is, besides, without `enforcement` (what the kernel enforced was not
+    recorded; each new result records its own). A v3 run's is, besides, without
+    `protocol.benchmark` (its plan, compared by hash, names the benchmark). A v2 run's
+    is, besides, without `blinding.instructions_version` and `profile.programs`: its
+    profile declaration (and `instructions_sha256`) fix the version and are compared; its
+    programs' bytes were not recorded. Any other version is left as it is: a v1 run
+    recorded no confinement, which cannot be left out of the comparison, so a resume of
+    one is refused as before."""
+    older_versions = (
+        MANIFEST_SCHEMA_V2,
+        MANIFEST_SCHEMA_V3,
+        MANIFEST_SCHEMA_V4,
+        MANIFEST_SCHEMA_V5,
+    )
+    if schema not in older_versions:
         return proposed
     if proposed.get("schema") != MANIFEST_SCHEMA:
         return proposed
-    v4 = {k: v for k, v in proposed.items() if k != "enforcement"}
+    unmetered = proposed.get("provider_gateway") is None
+    v5 = {k: v for k, v in proposed.items() if not (k == "provider_gateway" and unmetered)}
+    volatile = {k: v for k, v in proposed["volatile"].items() if k != "provider_upstream"}
+    v5.update(schema=MANIFEST_SCHEMA_V5, volatile=volatile)
+    if schema == MANIFEST_SCHEMA_V5:
+        return v5
+    v4 = {k: v for k, v in v5.items() if k != "enforcement"}
     v4["schema"] = MANIFEST_SCHEMA_V4
     if schema == MANIFEST_SCHEMA_V4:
         return v4

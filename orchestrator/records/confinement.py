@@ -13,7 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 ConfinementMode = Literal["sandbox", "none", "external"]
-NetworkPolicy = Literal["none", "host"]
+# "gateway": the actor's only route out is the provider gateway (recorded from result v7
+# and manifest v6 on; an older document with it is refused, as its frozen schema does).
+NetworkPolicy = Literal["none", "gateway", "host"]
 
 
 class ConfinementRecord(BaseModel):

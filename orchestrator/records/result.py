@@ -1,4 +1,4 @@
-"""The episode result document (`mailroom.episode_result/v6`): private, written last.
+"""The episode result document (`mailroom.episode_result/v7`): private, written last.
 
 Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
 actor's latency, the queueing delay before the response was served and the
@@ -6,17 +6,22 @@ orchestrator's processing; version 4 names the actor instructions version the at
 actor was handed; version 5 says how the attempt's simulator was held (`parked` or
 `dedicated`, `sim.parked`); version 6 says whether the kernel enforced the actor's limits
 (`enforcement`: its memory ceiling and its writable space, as its `actor_started` event
-recorded them). Results written before any of them still load and report: a v1
+recorded them); version 7 lets `usage` be what the provider gateway metered
+(`ProviderUsage`, source "gateway") and `confinement.network` be "gateway" (the actor's
+only route out). Results written before any of them still load and report: a v1
 result's `confinement` is None, which reports as not confined (before v2 every spawned
 actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
 figures (None); a v1 to v3 result's `instructions_version` is None (its run's manifest
 says which version, v1 for a run from before instructions had versions); a v1 to v4
 result's `simulator` is None (every episode then had a simulator of its own); a v1 to v5
-result's `enforcement` is None (not recorded: the report counts it as unknown).
+result's `enforcement` is None (not recorded: the report counts it as unknown); a v1 to
+v6 result's `usage` is always the null `Usage` (nothing was metered) and its network
+never "gateway".
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -24,6 +29,7 @@ from typing import Annotated, ClassVar, Literal, Protocol
 
 from mailroom.mailbox.messages import WireComplete
 from mailroom.orchestrator.records.confinement import ConfinementRecord
+from mailroom.orchestrator.records.provider import ProviderKind
 from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
 from pydantic import (
     AfterValidator,
@@ -39,13 +45,15 @@ RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_resu
 RESULT_SCHEMA_V3: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
 RESULT_SCHEMA_V4: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
 RESULT_SCHEMA_V5: Literal["mailroom.episode_result/v5"] = "mailroom.episode_result/v5"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v6"] = "mailroom.episode_result/v6"
+RESULT_SCHEMA_V6: Literal["mailroom.episode_result/v6"] = "mailroom.episode_result/v6"
+RESULT_SCHEMA: Literal["mailroom.episode_result/v7"] = "mailroom.episode_result/v7"
 RESULT_SCHEMAS = (
     RESULT_SCHEMA_V1,
     RESULT_SCHEMA_V2,
     RESULT_SCHEMA_V3,
     RESULT_SCHEMA_V4,
     RESULT_SCHEMA_V5,
+    RESULT_SCHEMA_V6,
     RESULT_SCHEMA,
 )
 # How an attempt's simulator was held while it was live (`sim.parked`).
@@ -134,13 +142,189 @@ class Latency(Strict):
 
 
 class Usage(Strict):
-    """A file mailbox cannot meter provider activity: explicit nulls, never zeros."""
+    """Nothing metered the actor's provider activity (a file mailbox cannot: an external
+    actor, `--actor` without the provider gateway, every result before v7): explicit
+    nulls, never zeros."""
 
     provider_requests: None = None
     input_tokens: None = None
     output_tokens: None = None
     cost: None = None
     source: Literal["unavailable_file_mailbox"] = "unavailable_file_mailbox"
+
+
+# An answer that named no model is counted under this name (`ModelUsage.model`).
+UNKNOWN_MODEL = "unknown"
+# Token-like counts a provider reports per answer; `ProviderUsage` totals each over models.
+TOKEN_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "server_tool_uses",
+)
+Cost = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+CostNote = Annotated[str, Field(min_length=1, max_length=500)]
+ModelName = Annotated[str, Field(min_length=1, max_length=200)]
+Milliseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+# Recorded float figures may be rounded at each addition: times to the microsecond,
+# costs to a millionth of a dollar (`_same_sum`).
+MS_RESOLUTION = 1e-3
+USD_RESOLUTION = 1e-6
+
+
+def _same_sum(
+    recorded: float, parts: Sequence[float], *, resolution: float, additions: int
+) -> bool:
+    """Whether a recorded float total is its parts' sum, each of `additions` additions
+    allowed to have been rounded to `resolution` (another order of addition moves only
+    the last bits, also covered)."""
+    slack = resolution * max(additions, 1)
+    return math.isclose(recorded, math.fsum(parts), rel_tol=1e-9, abs_tol=slack)
+
+
+def _check_cost_note(cost: float | None, note: str | None) -> None:
+    """A cost, or why there is none: never both, never neither."""
+    if (cost is None) == (note is None):
+        raise ValueError("cost_note says why cost is null, and is null exactly when it is not")
+
+
+class ModelUsage(Strict):
+    """What one answering model used over an attempt (`ProviderUsage.models`): the
+    forwarded requests answered naming it (`UNKNOWN_MODEL` for those naming none), its
+    tokens, and their cost from the run's price table (None with a note saying why: a
+    model the table does not price, a request without complete usage fields)."""
+
+    model: ModelName
+    requests: Annotated[int, Field(ge=1)]
+    input_tokens: NonNegative
+    output_tokens: NonNegative
+    cache_read_tokens: NonNegative
+    cache_write_tokens: NonNegative
+    server_tool_uses: NonNegative
+    cost: Cost | None
+    cost_note: CostNote | None
+
+    @model_validator(mode="after")
+    def _cost_or_why_not(self) -> ModelUsage:
+        _check_cost_note(self.cost, self.cost_note)
+        return self
+
+
+class DecisionUsage(Strict):
+    """What the forwarded requests made while one decision's observation was pending
+    used (decision 0: before the first observation was published)."""
+
+    decision: NonNegative
+    requests: Annotated[int, Field(ge=1)]
+    provider_time_ms: Milliseconds
+    input_tokens: NonNegative
+    output_tokens: NonNegative
+
+
+class ProviderUsage(Strict):
+    """What the provider gateway metered of one attempt's actor (result v7 on), from the
+    provider's own usage fields; request and response bodies are never kept.
+
+    The counts add up, so a reader can trust any one of them:
+    - every request the gateway forwarded is in `provider_requests`, whatever came back;
+      `refused_requests` were never forwarded and are in no other count;
+    - `failed_requests` are the forwarded ones that ended in a provider fault (429, 5xx,
+      connection or TLS failure, a cut stream): not answers, so they name no model and
+      carry no tokens (a cut stream's partial usage is incomplete);
+    - `other_requests` are answers that reported no usage and named no model (a model
+      list, a token count): they cost nothing and answer as no model;
+    - the remaining forwarded requests are generations: each counts in exactly one of
+      `models` (`UNKNOWN_MODEL` when it named none), so the models' requests sum to
+      `provider_requests - failed_requests - other_requests`; `unmetered_requests` are
+      generations without complete usage fields (they count what they did report);
+    - each token total is the sum over `models`, and `cost` is their costs' sum (None,
+      with `cost_note`, exactly when a model's cost is None);
+    - float sums may be rounded at each addition (`MS_RESOLUTION`, `USD_RESOLUTION`);
+    - `decisions` attribute every forwarded request, failed ones included, to the
+      decision whose observation was pending: their requests sum to `provider_requests`,
+      their tokens to the totals, their time to `provider_time_ms`;
+    - `model_verified` is None without a declared model or without an answer, else
+      whether every answer named the declared model exactly.
+    `models` and `decisions` are sorted (by name, by decision), each entry once.
+    """
+
+    source: Literal["gateway"]
+    provider: ProviderKind
+    provider_requests: NonNegative
+    refused_requests: NonNegative
+    failed_requests: NonNegative
+    other_requests: NonNegative
+    unmetered_requests: NonNegative
+    input_tokens: NonNegative
+    output_tokens: NonNegative
+    cache_read_tokens: NonNegative
+    cache_write_tokens: NonNegative
+    server_tool_uses: NonNegative
+    cost: Cost | None
+    cost_note: CostNote | None
+    models: list[ModelUsage]
+    declared_model: ModelName | None
+    model_verified: bool | None
+    provider_time_ms: Milliseconds
+    decisions: list[DecisionUsage]
+
+    @model_validator(mode="after")
+    def _counts_add_up(self) -> ProviderUsage:
+        _check_cost_note(self.cost, self.cost_note)
+        answered = self.provider_requests - self.failed_requests - self.other_requests
+        if answered < 0:
+            raise ValueError("failed_requests and other_requests are parts of provider_requests")
+        if self.unmetered_requests > answered:
+            raise ValueError(
+                "unmetered_requests are a part of the generations "
+                "(provider_requests - failed_requests - other_requests)"
+            )
+        names = [m.model for m in self.models]
+        if names != sorted(set(names)):
+            raise ValueError("models are sorted by model name, each once")
+        if sum(m.requests for m in self.models) != answered:
+            raise ValueError(
+                "the models' requests sum to provider_requests - failed_requests - other_requests"
+            )
+        for name in TOKEN_COUNTS:
+            if getattr(self, name) != sum(getattr(m, name) for m in self.models):
+                raise ValueError(f"{name} is the sum of the models' {name}")
+        costs = [m.cost for m in self.models if m.cost is not None]
+        if (self.cost is None) != (len(costs) < len(self.models)):
+            raise ValueError("cost is null exactly when a model's cost is null")
+        additions = len(costs) + 1
+        if self.cost is not None and not _same_sum(
+            self.cost, costs, resolution=USD_RESOLUTION, additions=additions
+        ):
+            raise ValueError("cost is the sum of the models' costs")
+        indices = [d.decision for d in self.decisions]
+        if indices != sorted(set(indices)):
+            raise ValueError("decisions are sorted by decision, each once")
+        if sum(d.requests for d in self.decisions) != self.provider_requests:
+            raise ValueError("the decisions' requests sum to provider_requests")
+        for name in ("input_tokens", "output_tokens"):
+            if getattr(self, name) != sum(getattr(d, name) for d in self.decisions):
+                raise ValueError(f"{name} is the sum of the decisions' {name}")
+        times = [d.provider_time_ms for d in self.decisions]
+        additions = self.provider_requests + 1
+        if not _same_sum(
+            self.provider_time_ms, times, resolution=MS_RESOLUTION, additions=additions
+        ):
+            raise ValueError("provider_time_ms is the sum of the decisions' provider_time_ms")
+        verified = (
+            None
+            if self.declared_model is None or not self.models
+            else all(m.model == self.declared_model for m in self.models)
+        )
+        if self.model_verified is not verified:
+            raise ValueError(
+                "model_verified is null without a declared model or an answer, else whether "
+                "every answer named the declared model"
+            )
+        return self
 
 
 class TypedError(Strict):
@@ -254,6 +438,7 @@ class EpisodeResult(Strict):
         "mailroom.episode_result/v4",
         "mailroom.episode_result/v5",
         "mailroom.episode_result/v6",
+        "mailroom.episode_result/v7",
     ] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
@@ -265,7 +450,9 @@ class EpisodeResult(Strict):
     latency: Latency
     queue_delay: Latency | None = None
     processing: Latency | None = None
-    usage: Usage
+    # The null `Usage` where nothing metered the actor's provider activity; what the
+    # provider gateway metered (v7 on) where it did.
+    usage: Annotated[Usage | ProviderUsage, Field(discriminator="source")]
     errors: list[TypedError]
     case: CaseRecord
     settings: SettingsRecord
@@ -299,24 +486,41 @@ class EpisodeResult(Strict):
     def _fields_by_version(self) -> EpisodeResult:
         if (self.schema_ == RESULT_SCHEMA_V1) != (self.confinement is None):
             raise ValueError(
-                "a v2 to v6 result records its confinement; a v1 result has no confinement field"
+                "a v2 to v7 result records its confinement; a v1 result has no confinement field"
             )
         timed = self.schema_ not in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2)
         for name in ("queue_delay", "processing"):
             if timed != (getattr(self, name) is not None):
                 raise ValueError(
-                    f"a v3 to v6 result records {name}; a v1 or v2 result has no {name}"
+                    f"a v3 to v7 result records {name}; a v1 or v2 result has no {name}"
                 )
-        versioned = self.schema_ in (RESULT_SCHEMA_V4, RESULT_SCHEMA_V5, RESULT_SCHEMA)
+        versioned = self.schema_ in (
+            RESULT_SCHEMA_V4,
+            RESULT_SCHEMA_V5,
+            RESULT_SCHEMA_V6,
+            RESULT_SCHEMA,
+        )
         if versioned != (self.instructions_version is not None):
             raise ValueError(
-                "a v4 to v6 result records its instructions_version; a v1 to v3 result has none"
+                "a v4 to v7 result records its instructions_version; a v1 to v3 result has none"
             )
-        held = self.schema_ in (RESULT_SCHEMA_V5, RESULT_SCHEMA)
+        held = self.schema_ in (RESULT_SCHEMA_V5, RESULT_SCHEMA_V6, RESULT_SCHEMA)
         if held != (self.simulator is not None):
-            raise ValueError("a v5 or v6 result records its simulator; a v1 to v4 result has none")
-        if (self.schema_ == RESULT_SCHEMA) != (self.enforcement is not None):
-            raise ValueError("a v6 result records its enforcement; a v1 to v5 result has none")
+            raise ValueError("a v5 to v7 result records its simulator; a v1 to v4 result has none")
+        enforced = self.schema_ in (RESULT_SCHEMA_V6, RESULT_SCHEMA)
+        if enforced != (self.enforcement is not None):
+            raise ValueError(
+                "a v6 or v7 result records its enforcement; a v1 to v5 result has none"
+            )
+        metered = isinstance(self.usage, ProviderUsage)
+        gateway = self.confinement is not None and self.confinement.network == "gateway"
+        if self.schema_ != RESULT_SCHEMA and (metered or gateway):
+            raise ValueError(
+                "only a v7 result records usage the provider gateway metered or a network "
+                "of 'gateway'"
+            )
+        if metered and self.confinement is not None and self.confinement.mode == "external":
+            raise ValueError("an external actor's provider usage is not metered here")
         return self
 
     @model_serializer(mode="wrap")
@@ -328,11 +532,16 @@ class EpisodeResult(Strict):
             if self.schema_ in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2):
                 data.pop("queue_delay", None)
                 data.pop("processing", None)
-            if self.schema_ not in (RESULT_SCHEMA_V4, RESULT_SCHEMA_V5, RESULT_SCHEMA):
+            if self.schema_ not in (
+                RESULT_SCHEMA_V4,
+                RESULT_SCHEMA_V5,
+                RESULT_SCHEMA_V6,
+                RESULT_SCHEMA,
+            ):
                 data.pop("instructions_version", None)
-            if self.schema_ not in (RESULT_SCHEMA_V5, RESULT_SCHEMA):
+            if self.schema_ not in (RESULT_SCHEMA_V5, RESULT_SCHEMA_V6, RESULT_SCHEMA):
                 data.pop("simulator", None)
-            if self.schema_ != RESULT_SCHEMA:
+            if self.schema_ not in (RESULT_SCHEMA_V6, RESULT_SCHEMA):
                 data.pop("enforcement", None)
         return data
 

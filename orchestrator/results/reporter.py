@@ -260,12 +260,15 @@ class Report(BaseModel):
 
 
 def confinement_label(result: EpisodeResult) -> str:
-    """How an attempt was confined, in the report's words (the host network said)."""
+    """How an attempt was confined, in the report's words (a sandbox's network said
+    when it had one: the host's, or the provider gateway as its only route out)."""
     record = result.confinement
     if record is None:
         return "unrecorded"  # a v1 result: its actor was not confined
     if record.mode == "sandbox" and record.network == "host":
         return "sandbox (host network)"
+    if record.mode == "sandbox" and record.network == "gateway":
+        return "sandbox (provider gateway)"
     return record.mode
 
 

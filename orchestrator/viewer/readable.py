@@ -20,6 +20,7 @@ NO_LIMIT = "no limit"  # a limit a run's settings leave unset (None)
 CONFINEMENT_WORDS = {"none": "unconfined"}
 NETWORK_WORDS: dict[object, str] = {
     "none": "no network",
+    "gateway": "the provider gateway only",
     "host": "the host's network",
     None: "network unknown",
 }
