@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from typing import Protocol
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.actor_filesystem import ActorFilesystem, kernel_filesystems
+from mailroom.orchestrator.actors.actor_network import ActorNetwork, actor_networks
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import episode_cgroup
@@ -36,6 +38,38 @@ from mailroom.orchestrator.actors.sandbox import (
     refuse_unreachable,
     unreachable_part,
 )
+from mailroom.orchestrator.records.provider import ProviderDeclaration
+
+TOKEN_PREFIX = "sk-episode-"  # shaped like a key: some clients check that one is set
+
+
+@dataclass(frozen=True)
+class ProviderAccess:
+    """How a profile's actors reach their provider through the gateway: its declaration
+    and the model the method declared (None: the CLI's default, unknown)."""
+
+    declaration: ProviderDeclaration
+    declared_model: str | None = None
+
+    def episode_environment(self, token: str, base_url: str) -> dict[str, str]:
+        """What an actor is handed in place of the key and the provider's address."""
+        return {
+            self.declaration.key_variable: token,
+            self.declaration.base_url_variable: base_url + self.declaration.base_path,
+        }
+
+
+def refuse_gateway_here(settings: ConfinementSettings) -> None:
+    """A sandboxed actor reaches the gateway only from a network namespace of its own,
+    which only root can make here: refused before anything starts otherwise."""
+    if settings.network != "gateway" or settings.mode != "sandbox":
+        return
+    problem = actor_networks()
+    if problem is not None:
+        raise ConfinementError(
+            f"the provider gateway cannot confine the actor's network here ({problem}): "
+            "run as root, or run unconfined with --confinement none (metered, not confined)"
+        )
 
 
 class ActorHandle(Protocol):
@@ -155,6 +189,8 @@ class ProcessLauncher:
     sandbox: Sandbox | None
     # Fixed, public values the profile gives every actor (PATH is the program's).
     environment: tuple[tuple[str, str], ...] = ()
+    # Its provider through the gateway (the `gateway` network), else None.
+    provider: ProviderAccess | None = None
 
     @property
     def confinement(self) -> ConfinementSettings:
@@ -183,6 +219,12 @@ class ProcessLauncher:
         root = str(endpoint.root)
         command: SandboxCommand | None = None
         filesystem: ActorFilesystem | None = None
+        network: ActorNetwork | None = None
+        token: str | None = None
+        if self.settings.network == "gateway" and self.provider is not None:
+            network = ActorNetwork(confined=self.sandbox is not None)
+            token = TOKEN_PREFIX + secrets.token_hex(24)
+            fixed.update(self.provider.episode_environment(token, network.base_url))
         filesystem_note: str | None = None
         confinement: dict[str, object] = {"mode": "none"}
         if self.sandbox is None:
@@ -209,10 +251,13 @@ class ProcessLauncher:
                     },
                     scratch=endpoint.scratch,
                     writable=None if filesystem is None else filesystem.bwrap_fds,
+                    own_network=network is not None,
                 )
             except BaseException:
                 if filesystem is not None:
                     filesystem.close()
+                if network is not None:
+                    network.close()
                 raise
             confinement = {
                 "mode": "sandbox",
@@ -228,9 +273,11 @@ class ProcessLauncher:
                 command.close()
             if filesystem is not None:
                 filesystem.close()
+            if network is not None:
+                network.close()
             raise
         try:
-            return ActorProcess(
+            process = ActorProcess(
                 argv,
                 instructions=instructions,
                 workdir=endpoint.scratch,
@@ -244,7 +291,13 @@ class ProcessLauncher:
                 memory=memory,
                 filesystem=filesystem,
                 filesystem_note=filesystem_note,
+                network=network,
+                secret_env=[]
+                if self.provider is None
+                else [self.provider.declaration.key_variable],
             )
+            process.gateway_token = token
+            return process
         except BaseException:
             if memory is not None:
                 memory.remove()
@@ -265,6 +318,7 @@ def process_launcher(
     cwd: Path | None = None,
     installation: Path | None = None,
     environment: Mapping[str, str] | None = None,
+    provider: ProviderAccess | None = None,
 ) -> ProcessLauncher:
     """A launcher for `command`, confined by default; refuses what cannot be confined.
 
@@ -277,6 +331,9 @@ def process_launcher(
     fixed = tuple(sorted((environment or {}).items()))
     if settings.mode == "external":
         raise ConfinementError("an external actor is not started by the orchestrator")
+    if settings.network == "gateway" and provider is None:
+        raise ConfinementError("a gateway network needs the profile's provider declaration")
+    refuse_gateway_here(settings)
     if settings.mode == "none":
         shared = sorted(n for n, v in fixed if v == "/tmp" or v.startswith("/tmp/"))
         if shared:
@@ -287,7 +344,7 @@ def process_launcher(
             )
         search = ProgramSearch.of(settings.read_only_paths, installation, installation_inside=None)
         program = ActorProgram(tuple(command), path=search.inside_path)
-        return ProcessLauncher(program, settings, limits, None, fixed)
+        return ProcessLauncher(program, settings, limits, None, fixed, provider)
     tool = probe_sandbox()
     private = evaluator_paths(*(p for p in (run_dir, mailbox_root) if p is not None))
     sandbox = Sandbox(
@@ -321,7 +378,7 @@ def process_launcher(
         if isinstance(exc, OSError):
             raise SandboxPathError(f"the mailbox root {mailbox_root}: {exc}") from exc
         raise
-    return ProcessLauncher(program, settings, limits, sandbox, fixed)
+    return ProcessLauncher(program, settings, limits, sandbox, fixed, provider)
 
 
 def profile_launcher(
@@ -349,4 +406,15 @@ def profile_launcher(
         profile_dir=loaded.directory,
         installation=installation_folder(None if declared is None else declared.installation),
         environment=None if declared is None else declared.environment,
+        provider=provider_access(loaded),
     )
+
+
+def provider_access(loaded: LoadedProfile) -> ProviderAccess | None:
+    """The profile's route to its provider when it uses the gateway, with the model it
+    declares for its actor role (None when that is unknown: the CLI's default)."""
+    method = loaded.profile
+    if not method.uses_gateway or method.provider is None:
+        return None
+    model = next((m.identity for m in method.declared_models if m.role == "actor"), None)
+    return ProviderAccess(method.provider, None if model in (None, "unknown") else model)

@@ -22,6 +22,7 @@ from mailroom.orchestrator.actors.actor_filesystem import (
     KeptContents,
     filesystem_record,
 )
+from mailroom.orchestrator.actors.actor_network import ActorNetwork
 from mailroom.orchestrator.actors.confinement import REDACTED
 from mailroom.orchestrator.actors.lifetime import (
     die_with_this_process,
@@ -39,6 +40,7 @@ from mailroom.orchestrator.actors.sandbox import (
 )
 
 OUTPUT_CAP_BYTES = ActorLimits().output_mb << 20  # kept of each of stdout and stderr
+EPISODE_TOKEN = "<the episode's gateway token; value not recorded>"
 
 
 def scrubbed_environment(home: Path) -> dict[str, str]:
@@ -76,11 +78,13 @@ def _child_setup(
     *,
     namespace_proc: bool = True,
     filesystem: ActorFilesystem | None = None,
+    network: ActorNetwork | None = None,
 ) -> Callable[[], None]:
     """Runs in the actor between fork and exec: a `/proc` of the worker's pid namespace
     (when it holds one: `lifetime.py`; only for bubblewrap, which looks its child up
     there: an unconfined actor keeps the host's, as it would without the namespace),
-    the actor's bounded tmpfs (`actor_filesystem.py`, as root), the change of user, then
+    the actor's bounded tmpfs (`actor_filesystem.py`, as root), its own network namespace
+    with the gateway's socket (`actor_network.py`, as root), the change of user, then
     die with the worker
     (a change of user clears the parent-death signal) and apply the limits. An actor
     with a user of its own also gets a process cap (which counts exactly its own
@@ -88,6 +92,7 @@ def _child_setup(
     die = die_with_this_process()
     own_proc = proc_of_the_namespace() if namespace_proc else (lambda: None)
     own_filesystem = filesystem.child_step() if filesystem is not None else (lambda: None)
+    own_network = network.child_step() if network is not None else (lambda: None)
     own_user = identity.uid is not None
     wanted = list(rlimits)
     if own_user and processes is not None:
@@ -96,6 +101,7 @@ def _child_setup(
     def setup() -> None:
         own_proc()  # as root: it mounts
         own_filesystem()  # as root, after the pid namespace's /proc: it mounts too
+        own_network()  # as root: a network namespace of its own
         if identity.uid is not None and identity.gid is not None:
             os.setgroups([])
             os.setregid(identity.gid, identity.gid)
@@ -171,12 +177,15 @@ class ActorProcess:
         memory: EpisodeCgroup | None = None,
         filesystem: ActorFilesystem | None = None,
         filesystem_note: str | None = None,
+        network: ActorNetwork | None = None,
+        secret_env: Sequence[str] = (),
     ) -> None:
         self.argv = list(argv)
         self.limits = limits or ActorLimits()
         # The profile's fixed, public values (recorded) and the passed ones (never).
         self.env = {**scrubbed_environment(workdir), **(fixed_env or {}), **(passed_env or {})}
         self._passed = sorted(passed_env or {})
+        self._secret = sorted(secret_env)  # the episode's gateway token: never written
         self.workdir = workdir
         self.identity = identity or OuterIdentity(None, None)
         self.confinement = confinement or {"mode": "none"}
@@ -186,6 +195,10 @@ class ActorProcess:
         self.filesystem = filesystem
         self.filesystem_note = filesystem_note
         self.kept: KeptContents | dict[str, str] | None = None
+        # Its route to the provider gateway: the listening socket it reaches, taken by
+        # the episode once the spawn returned (`actor_network.py`).
+        self.network = network
+        self.gateway_token: str | None = None  # set by its launcher with the network
         # Where each stream is kept (the run's layout names the files), or nowhere.
         files = output_files or {}
         self.streams = {
@@ -218,24 +231,32 @@ class ActorProcess:
                             self.limits.processes,
                             namespace_proc=sandbox is not None,
                             filesystem=filesystem,
+                            network=network,
                         ),
                     ),
                 )
         except BaseException:
             if filesystem is not None:
                 filesystem.close()
+            if network is not None:
+                network.close()
             raise
         finally:
             if sandbox is not None:
                 sandbox.close()
-        if filesystem is not None:
-            try:
+        try:
+            if filesystem is not None:
                 filesystem.receive()
-            except BaseException:
-                self._proc.kill()
-                self._proc.wait()
+            if network is not None:
+                network.receive()
+        except BaseException:
+            self._proc.kill()
+            self._proc.wait()
+            if filesystem is not None:
                 filesystem.close()
-                raise
+            if network is not None:
+                network.close()
+            raise
         assert self._proc.stdout is not None and self._proc.stderr is not None
         self._drains = [
             threading.Thread(target=self.streams[name].drain, args=(pipe,), daemon=True)
@@ -255,7 +276,8 @@ class ActorProcess:
     def description(self) -> dict[str, object]:
         """What the actor was given; passed-through values are never written."""
         env = {k: (REDACTED if k in self._passed else v) for k, v in self.env.items()}
-        return {
+        env.update({k: EPISODE_TOKEN for k in self._secret if k in env})
+        described: dict[str, object] = {
             "pid": self._proc.pid,
             "argv": self.argv,
             "env": env,
@@ -265,6 +287,9 @@ class ActorProcess:
             "memory": ceiling_record(self.limits.memory_mb, self.memory),
             "filesystem": filesystem_record(self.filesystem, self.filesystem_note),
         }
+        if self.network is not None:
+            described["network"] = self.network.document()
+        return described
 
     @property
     def pid(self) -> int:
@@ -297,6 +322,8 @@ class ActorProcess:
         if self.identity.uid is not None and self.leftover_processes is None:
             self.leftover_processes = kill_leftovers(self.identity.uid)
         self._keep_filesystem()
+        if self.network is not None:
+            self.network.close()  # a socket the episode did not take
         if self.memory is not None:
             self.memory.remove()  # once its processes are gone (any left are killed)
         self.identity.release()  # the uid is free for another sandbox only now

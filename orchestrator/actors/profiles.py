@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from mailroom.orchestrator.actors.confinement import ConfinementDeclaration, env_names
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.records.provider import ProviderDeclaration
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # Strict editable installs link each module back to the repository.
@@ -145,6 +146,9 @@ class MethodProfile(_Strict):
     limits_note: Note | None = None
     confinement: ConfinementDeclaration = Field(default_factory=ConfinementDeclaration)
     confinement_note: Note | None = None
+    # How the agent reaches its model provider through the gateway (`network: gateway`).
+    provider: ProviderDeclaration | None = None
+    provider_note: Note | None = None
     actor: ActorDeclaration | None = None
     actor_note: Note | None = None
 
@@ -161,6 +165,26 @@ class MethodProfile(_Strict):
             if both:
                 raise ValueError(f"{sorted(both)} are both fixed and passed through")
         return self
+
+    @model_validator(mode="after")
+    def _gateway_declares_its_provider(self) -> MethodProfile:
+        if self.confinement.network == "gateway":
+            if self.provider is None:
+                raise ValueError('a "gateway" network needs the profile\'s "provider"')
+            if self.provider.key_variable in self.confinement.all_passed:
+                raise ValueError(
+                    f"{self.provider.key_variable} is the provider key, which the gateway "
+                    "keeps: it is never passed into the sandbox"
+                )
+            fixed = set(self.actor.environment) if self.actor is not None else set()
+            taken = {self.provider.key_variable, self.provider.base_url_variable}
+            if taken & (fixed | set(self.confinement.all_passed)):
+                raise ValueError(f"{sorted(taken)} are set by the gateway for each episode")
+        return self
+
+    @property
+    def uses_gateway(self) -> bool:
+        return self.confinement.network == "gateway" and self.provider is not None
 
     @property
     def instructions_version(self) -> str:

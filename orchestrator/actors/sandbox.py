@@ -602,13 +602,21 @@ class Sandbox:
         held_dirs: dict[str, int],
         scratch: Path,
         writable: Mapping[str, int] | None = None,
+        own_network: bool = False,
     ) -> SandboxCommand:
         """bwrap's argv for `argv` (the rendered program) in a fresh sandbox.
 
         `writable`: the descriptor numbers of the actor's bounded tmpfs folders
         (`actor_filesystem.py`: scratch, tmp, dev-shm), which the command takes (it
         closes them after the spawn); without them /tmp and /dev/shm are bubblewrap's
-        size-limited tmpfs and scratch/ is the endpoint's own folder."""
+        size-limited tmpfs and scratch/ is the endpoint's own folder. `own_network`: the
+        actor's child makes its network namespace itself (the `gateway` network), which
+        bubblewrap keeps; a gateway network without it is refused, never the host's."""
+        if self.settings.network == "gateway" and not own_network:
+            raise ConfinementError(
+                "the gateway network needs the actor's own network namespace "
+                "(actor_network.py); refused rather than sharing the host's"
+            )
         cmd = SandboxCommand([self.tool.path, "--unshare-all", "--unshare-user"])
         cmd.pass_fds.extend((writable or {}).values())
         try:
@@ -629,7 +637,9 @@ class Sandbox:
         writable: Mapping[str, int],
     ) -> None:
         a = cmd.argv
-        if self.settings.network == "host":
+        # The host's network; or, for the gateway, the namespace the actor's child made
+        # with nothing but its loopback and the gateway's socket (`actor_network.py`).
+        if self.settings.network in ("host", "gateway"):
             a.append("--share-net")
         a += ["--die-with-parent", "--new-session", "--disable-userns"]
         a += ["--uid", str(INSIDE_UID), "--gid", str(INSIDE_GID)]

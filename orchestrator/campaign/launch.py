@@ -33,6 +33,7 @@ from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.families.registry import family, simulator_factory
+from mailroom.orchestrator.gateway.server import manifest_record
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory
 from mailroom.orchestrator.sim.parked import Holding
@@ -124,6 +125,8 @@ def refuse_nesting(run_dir: Path, mailbox_root: Path) -> None:
 
 def _manifest(request: CampaignRequest, run: RunDirectory) -> dict[str, Any]:
     sandbox = None if request.launcher is None else request.launcher.sandbox
+    provider = None if request.launcher is None else request.launcher.provider
+    gateway, upstream = (None, None) if provider is None else manifest_record(provider.declaration)
     return build_manifest(
         run_id=run.read_manifest()["run_id"] if run.exists() else request.run_dir.name,
         plan_sha256=request.plan.plan_sha256,
@@ -141,6 +144,8 @@ def _manifest(request: CampaignRequest, run: RunDirectory) -> dict[str, Any]:
         sandbox_tool=None if sandbox is None else sandbox.tool,
         benchmark=request.plan.benchmark,
         programs=None if request.launcher is None else request.launcher.programs(),
+        provider_gateway=gateway,
+        provider_upstream=upstream,
     )
 
 

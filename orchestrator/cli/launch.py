@@ -67,6 +67,8 @@ from mailroom.orchestrator.cli.options import (
 )
 from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
+from mailroom.orchestrator.gateway.prices import PriceTableError
+from mailroom.orchestrator.gateway.server import GatewayError, manifest_record
 from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
 from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
@@ -120,6 +122,16 @@ def refuse_unset_environment(loaded: LoadedProfile, spawns_actors: bool) -> None
     if not spawns_actors:
         return
     unset = loaded.profile.confinement.unset_required(os.environ)
+    provider = loaded.profile.provider
+    gated = loaded.profile.uses_gateway and provider is not None
+    if gated and provider is not None and not os.environ.get(provider.key_variable):
+        _refuse(
+            ConfinementError(
+                f"the profile {loaded.name!r} reaches its provider through the gateway, "
+                f"which reads the key from {provider.key_variable}: set it in launch's "
+                "environment (the gateway keeps it; it never enters a sandbox or a record)"
+            )
+        )
     if unset:
         _refuse(
             ConfinementError(
@@ -148,7 +160,7 @@ def build_launcher(
     """The run's actor launcher, checked before any worker starts (exit 2 if the sandbox
     cannot start or the command names something of the evaluator)."""
     try:
-        return profile_launcher(
+        launcher = profile_launcher(
             actor_command,
             profile=profile,
             confinement=confinement,
@@ -158,6 +170,12 @@ def build_launcher(
         )
     except ConfinementError as exc:
         _refuse(exc)
+    if launcher is not None and launcher.provider is not None:
+        try:  # its upstream and price table, refused now rather than in a worker
+            manifest_record(launcher.provider.declaration)
+        except (GatewayError, PriceTableError) as exc:
+            _refuse(ConfinementError(str(exc)))
+    return launcher
 
 
 def check_memory_ceiling(

@@ -20,6 +20,12 @@ from mailroom.orchestrator.actors.profiles import (
 )
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence, EventMirror
+from mailroom.orchestrator.episode.provider_gate import (
+    GatedTransport,
+    budget_check,
+    close_gate,
+    open_gate,
+)
 from mailroom.orchestrator.episode.runner import (
     Ending,
     EpisodeRequest,
@@ -31,8 +37,9 @@ from mailroom.orchestrator.episode.runner import (
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.families.registry import reference_horizon
+from mailroom.orchestrator.gateway.server import EpisodeGate
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
-from mailroom.orchestrator.records.result import Enforcement, EpisodeResult
+from mailroom.orchestrator.records.result import Enforcement, EpisodeResult, ProviderUsage
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
 from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
@@ -224,6 +231,7 @@ def blinded_episode(
     checks = [scratch_quota(mailbox, limits or ActorLimits())]
     transport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
+    gate: EpisodeGate | None = None
     # An actor not started here (an external one) was held to nothing by the kernel.
     request = prepared.request
     try:
@@ -234,7 +242,15 @@ def blinded_episode(
             started = actor.description()
             evidence.event("actor_started", **started)
             request = replace(request, enforcement=Enforcement.of_actor(started))
-            transport = ActorGuard(mailbox, actor.alive, [*checks, *memory_limit(actor)])
+            # Its model requests through the gateway, metered (`provider_gate.py`).
+            gate = open_gate(launch_actor, actor, evidence.paths.provider_requests)
+            guarded = [*checks, *memory_limit(actor)]
+            if gate is not None:
+                transport = ActorGuard(
+                    GatedTransport(mailbox, gate), actor.alive, [*guarded, budget_check(gate)]
+                )
+            else:
+                transport = ActorGuard(mailbox, actor.alive, guarded)
         elif on_launch_message is not None:
             on_launch_message(instructions)
         evidence.reserve_room()
@@ -261,11 +277,15 @@ def blinded_episode(
                 },
                 **actor.stop_details(),
             )
+        if gate is not None:
+            metered = ProviderUsage.model_validate(close_gate(gate))
         if identity is not None:
             identity.release()  # after the actor's stop and sweep; if it never started
         mailbox.sweep_late()  # what the actor wrote between the close and its end
         endpoint.held.close()
         evidence.close()
+    if gate is not None:
+        result = result.model_copy(update={"usage": metered})
     evidence.write_result(result)
     return result
 

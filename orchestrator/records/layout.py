@@ -16,6 +16,7 @@
         responses/resp-<n>.json        the responses claimed, byte for byte
         videos/<camera>.mp4            the episode's videos (full records)
         actor-stdout.log, actor-stderr.log   its actor's captured output
+        provider-requests.jsonl        each model request through the provider gateway (no bodies)
         disclosures.jsonl              leaks disclosed about it
         diagnostics.json               post-episode goal predicates from a replay
         result.json                    written last: the completion marker
@@ -52,6 +53,7 @@ RESPONSES_DIR = "responses"
 VIDEOS_DIR = "videos"
 DISCLOSURES_FILE = "disclosures.jsonl"
 DIAGNOSTICS_FILE = "diagnostics.json"
+PROVIDER_REQUESTS_FILE = "provider-requests.jsonl"
 # The actor's captured output, by stream.
 ACTOR_OUTPUT_FILES = {"stdout": "actor-stdout.log", "stderr": "actor-stderr.log"}
 # Between a case id and its attempt's number in an attempt id.
@@ -124,6 +126,10 @@ class AttemptPaths:
     @property
     def diagnostics(self) -> Path:
         return self.root / DIAGNOSTICS_FILE
+
+    @property
+    def provider_requests(self) -> Path:
+        return self.root / PROVIDER_REQUESTS_FILE
 
     @property
     def actor_output(self) -> dict[str, Path]:

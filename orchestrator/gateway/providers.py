@@ -1,0 +1,96 @@
+"""What the gateway must know of each provider API it speaks: its public address, how a
+key travels, and how its errors look (a refusal is shaped as the provider's own error,
+so the agent's client reports it as an API error rather than a broken connection)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from mailroom.orchestrator.records.provider import ProviderKind
+
+
+@dataclass(frozen=True)
+class ProviderApi:
+    kind: ProviderKind
+    public_base_url: str
+    # The request header the key travels in, and its prefix ("Bearer ").
+    key_header: str
+    key_prefix: str
+
+    def key_headers(self, key: str) -> dict[str, str]:
+        return {self.key_header: self.key_prefix + key}
+
+    def error_body(self, status: int, error_type: str, message: str) -> bytes:
+        """A refusal in the provider's own error shape."""
+        if self.kind == "anthropic":
+            document: dict[str, object] = {
+                "type": "error",
+                "error": {"type": error_type, "message": message},
+            }
+        else:
+            document = {
+                "error": {"type": error_type, "message": message, "code": error_type, "param": None}
+            }
+        return json.dumps(document).encode()
+
+
+PROVIDER_APIS: dict[ProviderKind, ProviderApi] = {
+    "anthropic": ProviderApi("anthropic", "https://api.anthropic.com", "x-api-key", ""),
+    "openai_responses": ProviderApi(
+        "openai_responses", "https://api.openai.com/v1", "authorization", "Bearer "
+    ),
+}
+# Headers that may carry a credential: never forwarded as the agent sent them, never kept.
+CREDENTIAL_HEADERS = frozenset(
+    {"x-api-key", "authorization", "proxy-authorization", "cookie", "openai-organization"}
+)
+# Hop-by-hop headers (RFC 9110 7.6.1) and those the gateway sets itself.
+NOT_FORWARDED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "accept-encoding",
+        "expect",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+    }
+)
+NOT_RETURNED = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+        "set-cookie",
+        "server",
+        "date",
+    }
+)
+
+
+def presented_token(headers: dict[str, str]) -> str | None:
+    """The token a request presents: `x-api-key`, or `Authorization: Bearer` (either
+    provider's client may use either)."""
+    key = headers.get("x-api-key")
+    if key:
+        return key.strip()
+    authorization = headers.get("authorization", "")
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return None
