@@ -2,13 +2,17 @@
 
 Claude Code and Codex CLI, installed from the project's pinned npm lockfile, run as the
 actor of one LIBERO episode through `mailroom launch --profile claude_code|codex_cli`,
-each in its bubblewrap sandbox with the host network. Only the model provider is stood
-in: a server on 127.0.0.1 speaking the provider's streaming API, whose scripted "model"
-has the agent read each observation and write each response with its own shell tool
-(`tests/agent_cli_support`). Each run must have at least 3 accepted decisions and no
-rejected one, the agent must exit by itself after `closed.json`, no process of its
-sandbox may survive, the provider key must appear nowhere in the run, and `mailroom
-audit` must exit 0.
+each in its bubblewrap sandbox whose only route out is the provider gateway. Only the
+model provider is stood in: a server on the host's 127.0.0.1 speaking the provider's
+streaming API, whose scripted "model" has the agent read each observation and write each
+response with its own shell tool (`tests/agent_cli_support`), reporting varied usage
+(cache reads and writes included) and, for one CLI, answering as another model than the
+one asked for. Each run must have at least 3 accepted decisions and no rejected one, the
+agent must exit by itself after `closed.json`, no process of its sandbox may survive, the
+stand-in must have seen the real key on every request, the key must appear nowhere in
+the run, the endpoint or the actor's environment, the result's metered tokens must equal
+the stand-in's own sums exactly with the answering model recorded, and `mailroom audit`
+must exit 0.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 import pytest
 from agent_cli_support.anthropic_standin import AnthropicStandIn
 from agent_cli_support.driver import DriverSettings
-from agent_cli_support.http_standin import StandInServer
+from agent_cli_support.http_standin import ScriptedStandIn
 from agent_cli_support.openai_standin import OpenAIStandIn
 from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
 from mailroom.mailbox.endpoint import new_mailbox_root
@@ -43,12 +47,14 @@ KEY = "sk-standin-0123456789abcdef-never-written"
 class AgentCli:
     profile: str
     program: str
-    provider: Callable[[DriverSettings], StandInServer]
+    provider: Callable[[DriverSettings], ScriptedStandIn]
     key_variable: str
     base_url_variable: str
     base_path: str  # what the CLI expects after the origin in its base URL
     model: str
     routes: frozenset[str]  # every request path the CLI may send
+    answer_model: str | None  # the model the stand-in says answered (None: the one asked)
+    generation: str  # the route that generates (and reports usage)
 
 
 CLIS = (
@@ -60,7 +66,9 @@ CLIS = (
         "ANTHROPIC_BASE_URL",
         "",
         "standin-claude-model",
-        frozenset({"/", "/v1/messages", "/v1/messages/count_tokens"}),
+        frozenset({"/v1/messages", "/v1/messages/count_tokens"}),
+        "standin-claude-other-model",
+        "/v1/messages",
     ),
     AgentCli(
         "codex_cli",
@@ -71,6 +79,8 @@ CLIS = (
         "/v1",
         "standin-codex-model",
         frozenset({"/v1/responses", "/v1/models"}),
+        None,
+        "/v1/responses",
     ),
 )
 
@@ -116,6 +126,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
 ) -> None:
     run_dir = tmp_path / "run"
     provider = cli.provider(DriverSettings(act_decisions=ACT_DECISIONS))
+    provider.answer_model = cli.answer_model
     with provider:
         env = {
             **os.environ,
@@ -135,6 +146,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
             timeout=900,
         )
         requests = provider.requests()
+        totals = provider.usage_totals()
     assert launched.returncode == 0, launched.stderr[-3000:]
     (attempt,) = sorted((run_dir / "episodes").iterdir())
     result = json.loads((attempt / "result.json").read_text())
@@ -142,20 +154,23 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     assert counters["action_decisions"] >= ACT_DECISIONS, result
     assert counters["rejected_responses"] == 0, result
     assert result["termination"] in ("actor_stop", "native_success"), result
-    assert result["confinement"] == {"mode": "sandbox", "network": "host"}
+    assert result["confinement"] == {"mode": "sandbox", "network": "gateway"}
 
     events = _events(attempt)
     (started,) = [e for e in events if e["event"] == "actor_started"]
     (stopped,) = [e for e in events if e["event"] == "actor_stopped"]
     assert stopped["exited_by_itself"] is True, stopped
-    assert stopped["exit_status"] == 0, stopped
     assert stopped["leftover_processes"] == 0
     assert sandbox_processes_left(run_dir) == []
     # What it was handed: the profile's own command with the model, the fixed values and
     # the passed names, the key's value never.
     assert started["argv"][0] == cli.program or started["argv"][0].startswith("/opt/actor/")
     assert cli.model in started["argv"]
-    assert started["env"][cli.key_variable] == "<passed through; value not recorded>"
+    # In place of the key, the episode's own token; in place of the provider, the gateway
+    # on the sandbox's own loopback.
+    assert started["env"][cli.key_variable] == "<the episode's gateway token; value not recorded>"
+    assert started["env"][cli.base_url_variable] == "http://127.0.0.1:8787" + cli.base_path
+    assert started["network"]["namespace"] == "own"
     assert started["env"]["PATH"].endswith(":/opt/agent-clis/node_modules/.bin")
     endpoint = Path(json.loads((attempt / "endpoint.json").read_text())["endpoint"])
     assert _files_holding(run_dir, KEY.encode()) == _files_holding(endpoint, KEY.encode()) == []
@@ -163,7 +178,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     manifest = json.loads((run_dir / "manifest.json").read_text())
     (declared,) = manifest["profile"]["declaration"]["declared_models"]
     assert declared["identity"] == cli.model and declared["verified"] is False
-    assert manifest["confinement"]["network"] == "host"
+    assert manifest["confinement"]["network"] == "gateway"
     # Which CLI acted, and the wrapper it ran through, are part of the method.
     lock = json.loads((AGENT_CLI_FOLDER.parent / "package-lock.json").read_text())
     packages = manifest["environment"]["packages"]
@@ -171,7 +186,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
         assert packages[f"npm:{name}"] == lock["packages"][f"node_modules/{name}"]["version"]
     wrappers = {p.name for p in (REPO / "AgentPolicies" / cli.profile).glob("*.sh")}
     assert {Path(p).name for p in manifest["profile"].get("programs", {})} == wrappers
-    assert cli.key_variable in manifest["confinement"]["pass_env"]
+    assert cli.key_variable not in manifest["confinement"]["pass_env"]
 
     # Every request the stand-in saw named the model the agent was told, and the model's
     # calls drove the episode.
@@ -181,6 +196,35 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
         r.body.get("model") for r in requests if isinstance(r.body, dict) and "model" in r.body
     }
     assert models == {cli.model}
+    # The real key on every request that reached the provider; the episode's token never.
+    presented = {r.headers.get("x-api-key") or r.headers.get("authorization") for r in requests}
+    assert presented <= {KEY, f"Bearer {KEY}"}, presented
+
+    # Metered by the gateway: exactly what the stand-in reported, per answering model.
+    usage = result["usage"]
+    answered = cli.answer_model or cli.model
+    assert usage["source"] == "gateway"
+    assert usage["declared_model"] == cli.model
+    assert usage["model_verified"] is (cli.answer_model is None)
+    overall = totals.overall
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        assert usage[name] == getattr(overall, name), (name, usage, overall)
+    assert overall.cache_read_tokens > 0  # a meter that ignored the cache would be caught
+    assert (overall.cache_write_tokens > 0) is (cli.profile == "claude_code")  # OpenAI: none
+    generations = [m for m in usage["models"] if m["model"] == answered]
+    assert [m["requests"] for m in generations] == [overall.requests]
+    assert set(totals.by_model) == {answered}
+    assert usage["failed_requests"] == 0
+    assert usage["provider_requests"] == len(requests)
+    assert sum(d["requests"] for d in usage["decisions"]) == len(requests)
+    assert max(d["decision"] for d in usage["decisions"]) >= ACT_DECISIONS
+    ledger = [json.loads(line) for line in (attempt / "provider-requests.jsonl").open()]
+    assert len([r for r in ledger if r["outcome"] != "refused"]) == len(requests)
+    generated = [r for r in ledger if r["route"] == cli.generation and r["outcome"] == "answered"]
+    assert len(generated) == overall.requests
+    assert all(r["first_byte_ms"] is not None and r["complete"] for r in generated)
+    # Asked once more after closed.json (its last word): refused, never forwarded.
+    assert {r["reason"] for r in ledger if r["outcome"] == "refused"} <= {"episode_over"}
 
     # The agent's own account is kept (its stream of tool calls), and its own state is
     # not in scratch/, which holds only what the agent chose to write there: nothing.

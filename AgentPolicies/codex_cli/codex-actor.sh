@@ -12,8 +12,8 @@
 #   OPENAI_API_KEY   the key, read by Codex itself (env_key), never written to a file.
 #
 # The provider is a custom `model_providers` table (HTTP streaming, no WebSocket, no
-# ChatGPT sign-in); plugins, analytics, feedback, update checks and the history file
-# are off, so the provider is the only host contacted.
+# ChatGPT sign-in); plugins, analytics, feedback, update checks, the provider's web
+# search tool and the history file are off, so the provider is the only host contacted.
 set -eu
 
 CODEX_HOME=${CODEX_HOME:-/tmp/codex-home}
@@ -42,6 +42,7 @@ model_provider = "actor"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
+web_search = "disabled"
 
 [model_providers.actor]
 name = "actor"
