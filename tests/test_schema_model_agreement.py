@@ -438,6 +438,12 @@ RESULT_VALID = [
                 _set("usage.model_verified", False),
             ),
             "metered_openai": _set("usage.provider", "openai_responses"),
+            "provider_budget_spent": _all(
+                _set("truncated", True),
+                _set("truncation", "provider_budget"),
+                _set("termination", None),
+                _set("outcome", "failure"),
+            ),
             "metered_unpriced": _unpriced("not in the price table"),
             "metered_integer_time": _all(
                 _set("usage.provider_time_ms", 2500),
@@ -635,6 +641,12 @@ RESULT_V6_INVALID = _mutated(
             _set("usage", METERED), _set("confinement", {"mode": "none", "network": "host"})
         ),
         "gateway_network": _set("confinement.network", "gateway"),
+        "provider_budget": _all(
+            _set("truncated", True),
+            _set("truncation", "provider_budget"),
+            _set("termination", None),
+            _set("outcome", "failure"),
+        ),
         "as_v5": _set("schema", "mailroom.episode_result/v5"),
         "no_enforcement": _set("enforcement", DELETE),
     },

@@ -51,7 +51,7 @@ FROZEN = {
         "35bf0b1516208c3350d4410e3530206df02e939c10300862c1d956cdc39c6eaf"
     ),
     "mailroom.episode_result.v7.json": (
-        "88bec012a62c63f67738a45c9fd964cd76378ea1361676a43373762591c5944c"
+        "f3d5525586b38810fb957a65b279db5032b4c79cac6d484ca336d35b6e2bbe4f"
     ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"

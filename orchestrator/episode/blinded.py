@@ -41,7 +41,12 @@ from mailroom.orchestrator.gateway.server import EpisodeGate
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
 from mailroom.orchestrator.records.result import Enforcement, EpisodeResult, ProviderUsage
 from mailroom.orchestrator.sim.base import CAMERAS, Simulator
-from mailroom.orchestrator.transport.base import ActorCheck, ActorGuard, PolicyFailed
+from mailroom.orchestrator.transport.base import (
+    ActorCheck,
+    ActorGuard,
+    PolicyFailed,
+    PollableTransport,
+)
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
 from mailroom.orchestrator.transport.policy import Policy, PolicyTransport
 
@@ -229,7 +234,7 @@ def blinded_episode(
         hub=hub,
     )
     checks = [scratch_quota(mailbox, limits or ActorLimits())]
-    transport = ActorGuard(mailbox, lambda: True, checks)
+    transport: PollableTransport = ActorGuard(mailbox, lambda: True, checks)
     actor: ActorHandle | None = None
     gate: EpisodeGate | None = None
     # An actor not started here (an external one) was held to nothing by the kernel.
@@ -246,9 +251,8 @@ def blinded_episode(
             gate = open_gate(launch_actor, actor, evidence.paths.provider_requests)
             guarded = [*checks, *memory_limit(actor)]
             if gate is not None:
-                transport = ActorGuard(
-                    GatedTransport(mailbox, gate), actor.alive, [*guarded, budget_check(gate)]
-                )
+                guard = ActorGuard(mailbox, actor.alive, [*guarded, budget_check(gate)])
+                transport = GatedTransport(guard, gate)
             else:
                 transport = ActorGuard(mailbox, actor.alive, guarded)
         elif on_launch_message is not None:

@@ -1,6 +1,13 @@
 """An episode's actor and its provider gateway: the gate opened on the socket the actor
 reaches, told which decision is pending as each observation goes out, ended when
-`closed.json` is published, and its metered usage taken for the result."""
+`closed.json` is published, and its metered usage taken for the result.
+
+Two endings are the gateway's to type: a declared provider budget spent truncates the
+episode (`provider_budget`, the method's own limit), and an actor that went silent or
+exited while its provider failed it (the last requests of the pending decision were
+provider faults) ends as an infrastructure error, `provider_unavailable`, with the
+evidence: never the method's failure.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +23,10 @@ from mailroom.orchestrator.transport.base import (
     Arrival,
     DecisionOutcome,
     Delivery,
+    InfrastructureFailed,
     PolicyFailed,
     PollableTransport,
+    TimedOut,
 )
 
 
@@ -55,14 +64,38 @@ def budget_check(gate: EpisodeGate) -> ActorCheck:
             "provider_budget_exhausted",
             f"the method's declared provider budget is spent ({gate.exhausted}); the gateway "
             "refuses its further requests",
+            truncation="provider_budget",
         )
 
     return check
 
 
+# Actor endings the provider's unavailability can explain: silence, or the agent's exit.
+SILENT_ENDINGS = ("actor_exited",)
+
+
+def unavailable(gate: EpisodeGate) -> str | None:
+    """The evidence that the provider failed the actor during the pending decision: its
+    last forwarded request of that decision ended in a provider fault. None otherwise."""
+    pending = [
+        r for r in gate.ledger.records if r.forwarded and r.decision == gate.pending_decision
+    ]
+    if not pending or pending[-1].outcome != "provider_fault":
+        return None
+    faults = [r for r in pending if r.outcome == "provider_fault"]
+    kinds = ", ".join(sorted({f"{r.reason} ({r.status})" for r in faults}))
+    return (
+        f"the model provider was unavailable: {len(faults)} of the {len(pending)} model "
+        f"requests of decision {gate.pending_decision} failed ({kinds}), the last of them "
+        "too; the actor then gave no answer"
+    )
+
+
 class GatedTransport:
-    """A transport that tells the gate which decision's observation is pending, and
-    ends it when the episode closes."""
+    """A transport that tells the gate which decision's observation is pending, ends it
+    when the episode closes, and types an unanswered observation as the provider's
+    unavailability when the gate's records say so (around the actor's guard, so it
+    sees the guard's final verdict)."""
 
     def __init__(self, inner: PollableTransport, gate: EpisodeGate) -> None:
         self.inner = inner
@@ -72,15 +105,25 @@ class GatedTransport:
         self.gate.pending_decision = delivery.sequence
         self.inner.deliver(delivery)
 
+    def _typed(self, outcome: DecisionOutcome) -> DecisionOutcome:
+        silent = isinstance(outcome, TimedOut) or (
+            isinstance(outcome, PolicyFailed) and outcome.code in SILENT_ENDINGS
+        )
+        evidence = unavailable(self.gate) if silent else None
+        if evidence is None:
+            return outcome
+        return InfrastructureFailed("provider_unavailable", evidence)
+
     def await_decision(
         self, delivery: Delivery, limits: ActionLimits, timeout_s: float
     ) -> DecisionOutcome:
-        return self.inner.await_decision(delivery, limits, timeout_s)
+        return self._typed(self.inner.await_decision(delivery, limits, timeout_s))
 
     def poll_decision(
         self, delivery: Delivery, limits: ActionLimits, deadline: float | None = None
     ) -> DecisionOutcome | None:
-        return self.inner.poll_decision(delivery, limits, deadline)
+        outcome = self.inner.poll_decision(delivery, limits, deadline)
+        return None if outcome is None else self._typed(outcome)
 
     def arrival(self) -> Arrival:
         return self.inner.arrival()

@@ -50,6 +50,7 @@ from mailroom.orchestrator.sim.base import (
 from mailroom.orchestrator.transport.base import (
     DecisionOutcome,
     Delivery,
+    InfrastructureFailed,
     PolicyFailed,
     TimedOut,
     Transport,
@@ -490,7 +491,7 @@ class EpisodeRunner:
 
     def _end_unanswered(
         self,
-        decision: TimedOut | PolicyFailed | ProtocolError,
+        decision: TimedOut | PolicyFailed | InfrastructureFailed | ProtocolError,
         state: _State,
         wall_left: float | None,
         timeout: float,
@@ -513,8 +514,14 @@ class EpisodeRunner:
                     f"no response within {timeout:.1f} s",
                     policy_call,
                 )
+        elif isinstance(decision, PolicyFailed) and decision.truncation is not None:
+            state.truncation = decision.truncation  # a budget the method declared, spent
         elif isinstance(decision, PolicyFailed):
             _end_with_error(state, "policy_error", decision.code, decision.message, policy_call)
+        elif isinstance(decision, InfrastructureFailed):
+            _end_with_error(
+                state, "infrastructure_error", decision.code, decision.message, policy_call
+            )
         else:
             _end_with_error(
                 state, "protocol_error", decision.reason.value, decision.message, policy_call

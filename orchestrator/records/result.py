@@ -75,7 +75,8 @@ Termination = Literal[
     "actor_timeout",
     "infrastructure_error",
 ]
-Truncation = Literal["control_cap", "policy_call_cap", "wall_time"]
+# `provider_budget` (v7 on): a provider budget the method declared, spent.
+Truncation = Literal["control_cap", "policy_call_cap", "wall_time", "provider_budget"]
 ErrorKind = Literal[
     "policy_error", "protocol_error", "actor_timeout", "infrastructure_error", "interrupted"
 ]
@@ -514,10 +515,11 @@ class EpisodeResult(Strict):
             )
         metered = isinstance(self.usage, ProviderUsage)
         gateway = self.confinement is not None and self.confinement.network == "gateway"
-        if self.schema_ != RESULT_SCHEMA and (metered or gateway):
+        budget = self.truncation == "provider_budget"
+        if self.schema_ != RESULT_SCHEMA and (metered or gateway or budget):
             raise ValueError(
-                "only a v7 result records usage the provider gateway metered or a network "
-                "of 'gateway'"
+                "only a v7 result records usage the provider gateway metered, a network "
+                "of 'gateway' or a provider_budget truncation"
             )
         if metered and self.confinement is not None and self.confinement.mode == "external":
             raise ValueError("an external actor's provider usage is not metered here")

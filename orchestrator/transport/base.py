@@ -39,15 +39,31 @@ class PolicyFailed:
     """The policy failed to answer: an in-process policy raised, or an actor process ended.
 
     The policy's own error, typed by `code` (`policy_exception`, `actor_exited`,
-    `memory_limit`: the kernel ended the actor at its memory ceiling).
+    `memory_limit`: the kernel ended the actor at its memory ceiling), or, with
+    `truncation`, a budget the method declared for itself that it spent (the episode is
+    truncated, not errored: `provider_budget`).
     """
 
     code: str
     message: str
     kind: Literal["policy_failed"] = "policy_failed"
+    truncation: Literal["provider_budget"] | None = None
 
 
-DecisionOutcome = Accepted | Invalid | ProtocolError | TimedOut | PolicyFailed
+@dataclass(frozen=True)
+class InfrastructureFailed:
+    """No answer came because the evaluator's side failed the actor (its model provider
+    was unavailable through the gateway): typed as infrastructure, never as the method's
+    failure, with the evidence in `message`."""
+
+    code: str
+    message: str
+    kind: Literal["infrastructure_failed"] = "infrastructure_failed"
+
+
+DecisionOutcome = (
+    Accepted | Invalid | ProtocolError | TimedOut | PolicyFailed | InfrastructureFailed
+)
 
 
 @dataclass(frozen=True)
