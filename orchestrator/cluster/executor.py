@@ -248,6 +248,17 @@ class _Driver:
                 self._kill(worker)
         return record_lost(self.run_dir, self.lost)
 
+    def _provider_environment(self) -> dict[str, str]:
+        """The provider key and upstream the workers' gateways need, from this launch's
+        environment (empty when the run's actors use no gateway)."""
+        launcher = self.config.launcher
+        provider = None if launcher is None else launcher.provider
+        if provider is None:
+            return {}
+        from mailroom.orchestrator.gateway.server import provider_environment
+
+        return provider_environment(provider.declaration)
+
     def _start_workers(self) -> None:
         slots = max(1, int(self.config.slots))
         remote = self.ray.remote(RayWorkerProcess).options(
@@ -264,10 +275,13 @@ class _Driver:
         ready, pending = self.ray.wait(
             list(places), num_returns=len(places), timeout=START_TIMEOUT_S
         )
+        handed = self._provider_environment()
         for ref in ready:
             worker = places[ref]
             try:
                 worker.place = self.ray.get(ref)
+                if handed:
+                    self.ray.get(worker.handle.receive_provider_environment.remote(handed))
             except Exception as exc:  # the worker refused to start on its node
                 worker.alive = False
                 self.listener("worker_refused", (worker.index, _reason(exc)))

@@ -131,6 +131,14 @@ class ClusterWorker:
             removed_stale=len(self.staging.removed_stale),
         )
 
+    def receive_provider_environment(self, values: dict[str, str]) -> None:
+        """The launch's provider key and upstream, handed by the driver in a call of its
+        own (sent to this process alone: never an actor's construction argument, which
+        Ray keeps in its control store, nor an environment Ray records)."""
+        from mailroom.orchestrator.gateway.server import hand_provider_environment
+
+        hand_provider_environment(values)
+
     def run(self) -> None:
         """Serve episodes until the driver offers None; the staging folder goes last."""
         from mailroom.orchestrator.actors.lifetime import hold_children_in_pid_namespace

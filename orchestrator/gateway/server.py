@@ -361,7 +361,7 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
     ) -> EpisodeGate:
         """Serve one episode on `listener` (now the gateway's: closed at `close_episode`)."""
-        source = os.environ if environ is None else environ
+        source = launch_environment() if environ is None else environ
         try:
             gate = EpisodeGate(
                 declaration=declaration,
@@ -412,6 +412,27 @@ class Gateway:
 
 _WORKER_GATEWAY: Gateway | None = None
 _WORKER_LOCK = threading.Lock()
+# What a worker on a cluster node was handed of the launch's environment (the key, the
+# upstream): held in this process's memory only, never in its environment, a file or
+# anything Ray keeps (`hand_provider_environment`).
+_HANDED: dict[str, str] = {}
+
+
+def hand_provider_environment(values: Mapping[str, str]) -> None:
+    """Give this worker process the launch's provider variables (a Ray worker's own
+    environment is its node's, not the launch's)."""
+    _HANDED.update(values)
+
+
+def launch_environment() -> dict[str, str]:
+    """The launch's environment as this process has it: its own, and what it was handed."""
+    return {**os.environ, **_HANDED}
+
+
+def provider_environment(declaration: ProviderDeclaration) -> dict[str, str]:
+    """The launch's provider variables a worker elsewhere needs (the key, the upstream)."""
+    names = (declaration.key_variable, declaration.base_url_variable, PRICE_TABLE_VARIABLE)
+    return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
 def worker_gateway() -> Gateway:
@@ -429,7 +450,7 @@ PRICE_TABLE_VARIABLE = "MAILROOM_PRICE_TABLE"
 
 def _price_table_path() -> Path | None:
     """A user's own price table (`mailroom launch --price-table`), else the shipped one."""
-    return _price_table_path_in(os.environ)
+    return _price_table_path_in(launch_environment())
 
 
 def manifest_record(
