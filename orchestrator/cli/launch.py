@@ -68,7 +68,11 @@ from mailroom.orchestrator.cli.options import (
 from mailroom.orchestrator.cli.report import print_report
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.gateway.prices import PriceTableError
-from mailroom.orchestrator.gateway.server import GatewayError, manifest_record
+from mailroom.orchestrator.gateway.server import (
+    PRICE_TABLE_VARIABLE,
+    GatewayError,
+    manifest_record,
+)
 from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
 from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
@@ -671,6 +675,28 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
         raise click.UsageError(f"settings refused: {exc}") from exc
 
 
+def _price_table_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--price-table FILE`: the coordinator's own prices for the gateway's costs (the
+    manifest records its hash; a resume needs the same table)."""
+    return click.option(
+        "--price-table",
+        "price_table",
+        type=click.Path(path_type=Path, exists=True, dir_okay=False),
+        default=None,
+        help="A price table (mailroom.price_table/v1 JSON) for the provider gateway's costs, "
+        "in place of the shipped one (orchestrator/gateway/prices.json).",
+        callback=_use_price_table,
+        expose_value=False,
+        is_eager=True,
+    )(command)
+
+
+def _use_price_table(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    """Name the table where this launch's workers read it (their environment)."""
+    if value is not None:
+        os.environ[PRICE_TABLE_VARIABLE] = str(value.resolve())
+
+
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
@@ -766,6 +792,7 @@ def _settings_from(options: dict[str, Any]) -> RunSettings:
 @_require_memory_limit_option
 @_executor_options("local")
 @click.option("--record", type=click.Choice(["full", "minimal"]), default="full", show_default=True)
+@_price_table_option
 @json_option("Print the report as JSON.")
 def launch(
     plan_file: Path,
@@ -867,6 +894,7 @@ def launch(
 @_require_memory_limit_option
 @_executor_options(None)
 @para_dir_option()
+@_price_table_option
 @json_option("Print the report as JSON.")
 def resume(
     run_dir: Path,
