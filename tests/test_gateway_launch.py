@@ -138,3 +138,33 @@ def test_a_gateway_profile_is_launched_metered_and_resumed_only_with_its_prices(
     resumed = _mailroom(env, "resume", str(run_dir), "--price-table", str(shipped))
     assert resumed.returncode == 5, resumed.stdout + resumed.stderr
     assert "provider_gateway.price_table" in resumed.stdout + resumed.stderr
+
+
+def test_a_web_search_the_provider_ran_is_flagged_by_the_audit(
+    toy_env: dict[str, str], profile: Path, tmp_path: Path, mailbox_root: Path
+) -> None:
+    """The profiles turn the CLIs' web tools off; a provider that searched anyway (its
+    usage says so) is a blinding risk the audit cannot check: it says so, not clean."""
+    plan = tmp_path / "plan.json"
+    made = _mailroom(
+        toy_env, "plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)
+    )
+    assert made.returncode == 0, made.stderr
+    run_dir = tmp_path / "run"
+    with AnthropicStandIn(web_search_requests=2) as searching:
+        env = {**toy_env, "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": searching.origin}
+        launched = _mailroom(
+            env,
+            *("launch", str(plan), "--profile", str(profile), "--run-dir", str(run_dir)),
+            *("--mailbox-root", str(mailbox_root), "--max-policy-calls", "3"),
+            *("--record", "minimal"),
+        )
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    results = [json.loads(p.read_text()) for p in run_dir.glob("episodes/*/result.json")]
+    assert results and all(r["usage"]["server_tool_uses"] == 2 for r in results)
+    audited = _mailroom(toy_env, "audit", str(run_dir), "--json")
+    assert audited.returncode != 0, audited.stdout
+    verdict = json.loads(audited.stdout)
+    risks = [u for u in verdict["unverifiable"] if u["reason"].startswith("blinding risk")]
+    assert len(risks) == len(results) and not verdict["clean"]
+    assert "2 server-side tool use(s) (web search)" in risks[0]["reason"]

@@ -45,6 +45,7 @@ from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import catalog_entry
+from mailroom.orchestrator.gateway.ledger import REQUEST_EVENT as PROVIDER_REQUEST_EVENT
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import (
     ENDPOINT_FILE,
@@ -451,6 +452,14 @@ def _audit_attempt(attempt: _Attempt, identifiers: Identifiers, findings: _Findi
         env = _env_text(started, attempt.endpoint)
         if env is not None:
             scan.text("env", env, source="handed")
+    searched = _provider_web_searches(AttemptPaths(record.directory).provider_requests)
+    if searched:
+        findings.cannot_verify(
+            record.attempt_id,
+            f"blinding risk: its model provider ran {searched} server-side tool use(s) "
+            "(web search) for the actor, as the gateway metered them: what it read there "
+            "cannot be checked",
+        )
     handed_out = launch.exists() or started is not None
     if attempt.problem is not None and (handed_out or attempt.mapped):
         findings.cannot_verify(record.attempt_id, attempt.problem)
@@ -466,6 +475,17 @@ def _audit_attempt(attempt: _Attempt, identifiers: Identifiers, findings: _Findi
                 f"endpoint directory {attempt.endpoint} no longer exists: "
                 "what its actor could read cannot be checked",
             )
+
+
+def _provider_web_searches(ledger: Path) -> int:
+    """Server-side tool uses (a provider's web search) the gateway metered for an
+    attempt's actor (`provider-requests.jsonl`; none without a gateway)."""
+    total = 0
+    for record in read_log(ledger, kinds=(PROVIDER_REQUEST_EVENT,)).records:
+        uses = record.get("server_tool_uses")
+        if isinstance(uses, int) and not isinstance(uses, bool) and uses > 0:
+            total += uses
+    return total
 
 
 def scan_run(run_dir: Path) -> AuditVerdict:
