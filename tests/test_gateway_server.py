@@ -27,7 +27,12 @@ import pytest
 from agent_cli_support.anthropic_standin import AnthropicStandIn
 from agent_cli_support.openai_standin import OpenAIStandIn
 from mailroom.orchestrator.actors.actor_network import ActorNetwork
-from mailroom.orchestrator.gateway.server import EpisodeGate, Gateway, GatewayError
+from mailroom.orchestrator.gateway.server import (
+    CA_BUNDLE_VARIABLE,
+    EpisodeGate,
+    Gateway,
+    GatewayError,
+)
 from mailroom.orchestrator.records.provider import ProviderBudgets, ProviderDeclaration
 from mailroom.orchestrator.records.result import ProviderUsage
 
@@ -238,6 +243,29 @@ def test_an_unreachable_or_unverified_upstream_is_a_provider_fault(
     assert (record["outcome"], record["reason"]) == ("provider_fault", "tls")
 
 
+def test_a_named_ca_bundle_lets_the_gateway_verify_a_proxys_own_authority(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    monkeypatch.setenv(CA_BUNDLE_VARIABLE, cert)
+    trusting = Gateway()
+    plain = _PlainServer()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    plain.server.socket = context.wrap_socket(plain.server.socket, server_side=True)
+    try:
+        with plain:
+            gate, port = _open(
+                trusting, ANTHROPIC, f"https://127.0.0.1:{plain.port}", tmp_path / "t.jsonl"
+            )
+            status, _ = _post(port, "/v1/messages", _anthropic_body(False))
+            usage = ProviderUsage.model_validate(trusting.close_episode(gate))
+    finally:
+        trusting.close()
+    assert status == 200 and plain.keys_seen == [KEY]
+    assert usage.input_tokens == 11 and usage.failed_requests == 0
+
+
 def test_budgets_by_requests_and_by_tokens_refuse_further_requests(
     gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -363,7 +391,8 @@ def _self_signed(tmp_path: Path) -> tuple[str, str]:
     subprocess.run(
         [
             *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(key), "-out", str(cert)),
         ],
         check=True,
         capture_output=True,

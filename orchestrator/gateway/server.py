@@ -325,7 +325,7 @@ SESSION_KEY: web.AppKey[aiohttp.ClientSession] = web.AppKey("session", aiohttp.C
 
 
 def _tls_context() -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=os.environ.get(CA_BUNDLE_VARIABLE) or None)
+    return ssl.create_default_context(cafile=launch_environment().get(CA_BUNDLE_VARIABLE) or None)
 
 
 class Gateway:
@@ -431,7 +431,12 @@ def launch_environment() -> dict[str, str]:
 
 def provider_environment(declaration: ProviderDeclaration) -> dict[str, str]:
     """The launch's provider variables a worker elsewhere needs (the key, the upstream)."""
-    names = (declaration.key_variable, declaration.base_url_variable, PRICE_TABLE_VARIABLE)
+    names = (
+        declaration.key_variable,
+        declaration.base_url_variable,
+        PRICE_TABLE_VARIABLE,
+        CA_BUNDLE_VARIABLE,
+    )
     return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
