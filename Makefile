@@ -18,7 +18,7 @@ export PYOPENGL_PLATFORM := egl
 AGENT_CLIS := agent_clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
 
-.PHONY: demo test lint typecheck system-deps agent-clis lock clean
+.PHONY: demo test test-fast lint typecheck system-deps agent-clis lock clean
 
 # Order-only: a changed npm lockfile reinstalls the CLIs, not the venv.
 $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) | $(AGENT_CLIS_STAMP)
@@ -110,6 +110,11 @@ typecheck: $(STAMP)
 # The slowest tests are listed at the end: the suite is kept under about 35 minutes.
 test: $(STAMP) lint typecheck
 	$(BIN)/pytest --durations=40
+
+# For a quick look while working: lint, types and the tests that need no simulator,
+# no Ray cluster and no long soak (make test runs everything).
+test-fast: $(STAMP) lint typecheck
+	$(BIN)/pytest -q -m "not sim and not cluster and not slow and not stress"
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(AGENT_CLIS)/node_modules
