@@ -674,3 +674,23 @@ def test_requested_model_reads_zstd_only_where_zstandard_is_installed(
     monkeypatch.setitem(sys.modules, "zstandard", fake)
     assert requested_model(b"zstd:" + body, "zstd") == "gpt-5-codex"
     assert requested_model(body, "zstd") is None
+
+
+@pytest.mark.parametrize(
+    ("body", "model"),
+    [
+        (b'{"model": "m-1", "messages": [{"role": "user", "content": "x"}]}', "m-1"),
+        (b' {\n "messages" : [{"model": "inner"}], "stream": true , "model":"m-2"}', "m-2"),
+        (b'{"messages": "\\"model\\": \\"text\\"", "model": "m-3"}', "m-3"),
+        (b'{"messages": []}', None),
+        (b"{}", None),
+        (b'["model", "m"]', None),
+        (b'{"model": "m", ', "m"),  # read no further than the member it needs
+        (b'{"messages": [1, 2', None),
+        (b'{"model": 7}', None),
+    ],
+)
+def test_the_requested_model_is_the_top_level_member_read_no_further(
+    body: bytes, model: str | None
+) -> None:
+    assert requested_model(body, None) == model

@@ -140,10 +140,38 @@ def requested_model(body: bytes, content_encoding: str | None) -> str | None:
     if decoded is None:
         return None
     try:
-        document = json.loads(decoded)
+        return _name(_first_member(decoded.decode("utf-8"), "model"))
     except (ValueError, RecursionError):
         return None
-    return _name(document.get("model")) if isinstance(document, dict) else None
+
+
+_BLANK = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _first_member(text: str, name: str) -> object:
+    """The value of the top-level object's first member `name` (None if it has none),
+    read member by member and no further: the gateway reads it on its serving thread
+    before the answer streams, and clients put `model` first, ahead of megabytes of
+    messages and images. A text that is not a JSON object raises `ValueError`."""
+    at = _BLANK.match(text).end()  # type: ignore[union-attr]
+    if text[at : at + 1] != "{":
+        raise ValueError("not a JSON object")
+    at = _BLANK.match(text, at + 1).end()  # type: ignore[union-attr]
+    if text[at : at + 1] == "}":
+        return None
+    while True:
+        key, at = _DECODER.raw_decode(text, at)
+        at = _BLANK.match(text, at).end()  # type: ignore[union-attr]
+        if not isinstance(key, str) or text[at : at + 1] != ":":
+            raise ValueError("not a JSON object")
+        value, at = _DECODER.raw_decode(text, _BLANK.match(text, at + 1).end())  # type: ignore[union-attr]
+        if key == name:
+            return value
+        at = _BLANK.match(text, at).end()  # type: ignore[union-attr]
+        if text[at : at + 1] != ",":
+            return None
+        at = _BLANK.match(text, at + 1).end()  # type: ignore[union-attr]
 
 
 def _tokens(value: object) -> int | None:
