@@ -215,3 +215,70 @@ def test_each_protocol_setting_that_differs_is_refused(tmp_path: Path, setting: 
     allowed = compare_runs(a.root, b.root, allow_different_settings=True)
     assert allowed.settings_differences == {setting: [before, OTHER_SETTINGS[setting]]}
     assert allowed.overall.only_a_succeeded == 5
+
+
+def _priced_run(tmp_path: Path, name: str, costs: list[float | str | None]) -> RunDirectory:
+    """A gateway run of the development plan: per case a cost, "unpriced", "external"
+    (an external actor's result: not metered) or None (no result)."""
+    from test_report_usage import answer, make_gateway_run, write_metered
+
+    run, cases = make_gateway_run(tmp_path / name, run_id=name)
+    for case, cost in zip(cases, costs, strict=True):
+        if cost == "external":
+            write_result(run, case, 1, outcome="failure", executed=5, proprio=False)
+        elif cost == "unpriced":
+            write_metered(run, case, 1, [answer(1, cost=None, note="no price")], outcome="failure")
+        elif isinstance(cost, float):
+            write_metered(run, case, 1, [answer(1, cost=cost)], outcome="success")
+    return run
+
+
+def test_the_cost_of_the_cases_priced_in_both_runs_and_its_difference(tmp_path: Path) -> None:
+    a = _priced_run(tmp_path, "a", [0.1, 0.2, "unpriced", "external", 0.3])
+    b = _priced_run(tmp_path, "b", [0.4, 0.1, 0.5, 0.1, None])
+    cost = compare_runs(a.root, b.root).cost
+    # Case 4 is unattempted in B: not paired; cases 2 and 3 are not priced in A.
+    assert (cost.paired, cost.priced_in_both) == (4, 2)
+    assert (cost.not_metered_a, cost.unpriced_a, cost.not_metered_b, cost.unpriced_b) == (
+        1,
+        1,
+        0,
+        0,
+    )
+    assert cost.total_a_usd == pytest.approx(0.3) and cost.total_b_usd == pytest.approx(0.5)
+    assert cost.mean_a_usd == pytest.approx(0.15) and cost.mean_b_usd == pytest.approx(0.25)
+    assert cost.difference_usd == pytest.approx(0.1)
+    done = _compare(a.root, b.root, "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["cost"]["priced_in_both"] == 2
+    assert document["suite_costs"]["libero_10"] == document["cost"]
+    human = _compare(a.root, b.root)
+    said = " ".join(human.stderr.split())
+    assert (
+        "cost over the 2 of 4 paired cases priced in both runs: A $0.30 ($0.15 per episode), "
+        "B $0.50 ($0.25 per episode); B - A +$0.10 per episode; left out: A 1 not metered "
+        "and 1 unpriced"
+    ) in said
+    assert max(len(line) for line in human.stderr.splitlines()) <= 80
+    backward = compare_runs(b.root, a.root).cost
+    assert backward.difference_usd == pytest.approx(-0.1)
+
+
+def test_runs_nothing_metered_compare_no_cost_never_a_free_one(tmp_path: Path) -> None:
+    a, _ = _run(tmp_path, "a", ["success", "failure", "success", "failure", "success"])
+    b, _ = _run(tmp_path, "b", ["failure", "failure", "success", "success", "success"])
+    cost = compare_runs(a.root, b.root).cost
+    assert (cost.paired, cost.priced_in_both, cost.not_metered_a, cost.not_metered_b) == (
+        5,
+        0,
+        5,
+        5,
+    )
+    for value in (cost.total_a_usd, cost.mean_b_usd, cost.difference_usd):
+        assert value is None
+    said = " ".join(_compare(a.root, b.root).stderr.split())
+    assert (
+        "cost: none of the 5 paired cases was priced in both runs (A 5 not metered; B 5 "
+        "not metered)"
+    ) in said

@@ -227,7 +227,11 @@ def column(table: pa.Table, name: str) -> list[Any]:
 
 
 def assert_no_temporaries(directory: Path) -> None:
-    assert sorted(p.name for p in directory.iterdir()) == ["episodes.parquet", "steps.parquet"]
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "episodes.parquet",
+        "provider_requests.parquet",
+        "steps.parquet",
+    ]
 
 
 def assert_float32_rows(got: Sequence[Sequence[float]], want: Sequence[Sequence[float]]) -> None:
@@ -271,7 +275,7 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     assert proc.returncode == 4, proc.stderr  # exported, but something was skipped
     out = run.root / "export"
     assert summary["out"] == str(out)
-    assert summary["rows"] == {"episodes": 3, "steps": 8}
+    assert summary["rows"] == {"episodes": 3, "steps": 8, "provider_requests": 0}
     assert summary["proprio"] is False
     assert {s["file"] for s in summary["skipped"]} == {
         f"episodes/{case1.attempt_id(2)}/result.json",
@@ -372,7 +376,7 @@ def test_proprio_runs_carry_observation_state_and_bad_steps_files_are_skipped(
 
     assert proc.returncode == 4, proc.stderr
     assert summary["out"] == str(out)
-    assert summary["rows"] == {"episodes": 2, "steps": 6}
+    assert summary["rows"] == {"episodes": 2, "steps": 6, "provider_requests": 0}
     assert summary["proprio"] is True
     assert summary["skipped"] == [
         {
@@ -408,7 +412,7 @@ def test_a_clean_run_exits_zero_and_zero_control_episodes_have_no_steps(tmp_path
 
     assert proc.returncode == 0, proc.stderr
     assert summary["skipped"] == []
-    assert summary["rows"] == {"episodes": 2, "steps": 2}
+    assert summary["rows"] == {"episodes": 2, "steps": 2, "provider_requests": 0}
     steps = pq.read_table(run.root / "export" / "steps.parquet")
     assert column(steps, "episode_index") == [1, 1]
     assert column(steps, "next.done") == [False, True]
@@ -423,7 +427,7 @@ def test_a_run_without_results_exports_empty_tables_with_their_schemas(tmp_path:
     proc, summary = export(str(run.root))
 
     assert proc.returncode == 0, proc.stderr
-    assert summary["rows"] == {"episodes": 0, "steps": 0}
+    assert summary["rows"] == {"episodes": 0, "steps": 0, "provider_requests": 0}
     steps = pq.read_table(run.root / "export" / "steps.parquet")
     assert steps.num_rows == 0
     assert steps.schema.field("observation.state").type == FLOAT32_LIST_9

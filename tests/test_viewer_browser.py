@@ -10,7 +10,9 @@ note, invalid response and output are markup).
 - Each page fits 1280 pixels and shows no Python repr (tests/test_viewer_layout.py).
 
 Apart from the simulator: an attempt page of a run made here whose profile declares an
-agent CLI's own account, with markup in a tool result, opened and unfolded.
+agent CLI's own account, with markup in a tool result, opened and unfolded; and the run
+and attempt pages of a run whose provider usage the gateway metered, a model name its
+provider gave as markup shown as text.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from mailroom.orchestrator.sim.fake import synthetic_capture
 from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL
 from mailroom.orchestrator.viewer.site import build_site
 from test_viewer_trace import claude_episode, traced_run
+from test_viewer_usage import usage_site
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -235,6 +238,49 @@ def test_the_agents_own_account_unfolds_under_each_call_as_text_and_runs_nothing
     assert view.page.locator("body script").count() == 0
     assert view.errors() == []
     assert view.keep("viewer-agent-account.png").stat().st_size > 10_000
+
+
+def test_the_metered_usage_is_shown_and_a_models_markup_is_text(
+    tmp_path: Path, browser: Any
+) -> None:
+    from test_report_usage import HOSTILE_MODEL
+    from test_viewer_layout import assert_reads_like_pages
+
+    _, cases, out = usage_site(tmp_path)
+    run = Page(browser, (out / "index.html").as_uri())
+    overall = run.page.locator("table.usage tr", has=run.page.locator("td", has_text="overall"))
+    assert overall.locator("td").all_inner_texts() == [
+        *("overall", "3 of 5", "6", "7,000", "400", "n/a"),
+        *("$0.015 (n 2)", "n/a (n 1)"),
+    ]
+    models = run.page.locator("table.usage-models tbody tr td:first-child").all_inner_texts()
+    assert models == [HOSTILE_MODEL, "claude-test-1"]  # the markup as text, in a cell
+    coverage = run.page.locator("p.usage-coverage").inner_text()
+    assert coverage.startswith("provider usage: metered by the provider gateway in 3 of 5")
+    assert run.page.locator("body script").count() == 0
+    assert run.errors() == []  # no dialog: the model's <script> never ran
+    assert run.keep("viewer-usage-run-page.png").stat().st_size > 10_000
+
+    attempt = Page(browser, (out / "attempts" / cases[0].attempt_id(1) / "index.html").as_uri())
+    cost = attempt.page.locator(
+        "table.usage tr", has=attempt.page.locator("th", has_text="cost (USD)")
+    )
+    assert cost.locator("td").inner_text() == "$0.03"
+    decision = attempt.page.locator("section.decision").first
+    assert decision.locator(".provider-time").inner_text() == (
+        "1.2 s (78% of latency), 2 request(s)"
+    )
+    rows = attempt.page.locator("table.usage-decisions tbody tr")
+    assert rows.nth(1).locator("td").all_inner_texts()[:5] == [
+        *("policy call 1", "2", "1.2 s", "1.6 s", "78%"),
+    ]
+    assert attempt.errors() == []
+    hostile = Page(browser, (out / "attempts" / cases[1].attempt_id(1) / "index.html").as_uri())
+    named = hostile.page.locator("table.usage-models tbody tr td:first-child").all_inner_texts()
+    assert named == [HOSTILE_MODEL, "claude-test-1"]
+    assert hostile.page.locator("body script").count() == 0 and hostile.errors() == []
+    # Every page of the site fits 1280 pixels and shows no Python repr.
+    assert len(assert_reads_like_pages(browser, out, "usage")) == 6
 
 
 def test_a_video_the_recorder_wrote_plays_in_the_browser(tmp_path: Path, browser: Any) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from mailroom.orchestrator.cli.exits import EXIT_CONFLICT, EXIT_OK
 from mailroom.orchestrator.cli.options import console, json_option
-from mailroom.orchestrator.results.comparison import Comparison, PairedTally
+from mailroom.orchestrator.results.comparison import Comparison, PairedTally, paired_cost_text
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -67,6 +67,7 @@ def print_comparison(comparison: Comparison) -> None:
     for name, tally in comparison.suites.items():
         console.print(f"{escape(name)}: {escape(tally.verdict)}", highlight=False)
     console.print(f"overall: {escape(comparison.overall.verdict)}", highlight=False)
+    console.print(escape(paired_cost_text(comparison.cost)), highlight=False)
     left = []
     if comparison.only_in_a or comparison.only_in_b:
         left.append(f"{comparison.only_in_a} case(s) only in A, {comparison.only_in_b} only in B")
@@ -99,7 +100,8 @@ def print_comparison(comparison: Comparison) -> None:
 @json_option("Print the comparison as JSON.")
 def compare(run_a: Path, run_b: Path, allow_different_settings: bool, as_json: bool) -> None:
     """Pair RUN_A and RUN_B on the cases they share: both success rates with Wilson
-    intervals, the discordant pairs and an exact McNemar p-value, per suite and overall.
+    intervals, the discordant pairs and an exact McNemar p-value, per suite and overall;
+    and what the cases priced in both runs cost each (totals, means per episode, B - A).
 
     Exit codes: 0 compared; 5 refused (protocol settings or plan cases differ, without
     --allow-different-settings); 2 usage error (not a run directory).

@@ -1,5 +1,5 @@
-"""`mailroom export`: a run's episodes and steps as Parquet tables, or its attempts as
-Rerun recordings."""
+"""`mailroom export`: a run's episodes, steps and provider requests as Parquet tables, or
+its attempts as Rerun recordings."""
 
 from __future__ import annotations
 
@@ -47,9 +47,11 @@ def export(
     out_dir: Path | None,
     as_json: bool,
 ) -> None:
-    """Write RUN_DIR's episodes (one row per result document) and steps (one row per
-    executed control, LeRobot-aligned fields) as Parquet, or with --format rerun one
-    recording per attempt (open one with `rerun FILE.rrd`).
+    """Write RUN_DIR's episodes (one row per result document, with the provider usage the
+    gateway metered: null where nothing did), steps (one row per executed control,
+    LeRobot-aligned fields) and provider requests (one row per model request through the
+    gateway) as Parquet, or with --format rerun one recording per attempt (open one with
+    `rerun FILE.rrd`).
 
     Corrupt or missing result documents and unusable steps or evidence are skipped and
     listed. Exit codes: 0 everything exported; 4 exported, but something was skipped;
@@ -73,6 +75,7 @@ def export(
         table.add_column("rows", justify="right")
         table.add_row(escape(str(summary.episodes_file)), str(summary.episodes))
         table.add_row(escape(str(summary.steps_file)), str(summary.steps))
+        table.add_row(escape(str(summary.requests_file)), str(summary.requests))
         console.print(table)
         if not summary.proprio:
             console.print("observation.state: absent (the run's proprio track was off)")

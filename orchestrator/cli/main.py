@@ -44,6 +44,26 @@ def _confinement_words(result: EpisodeResult) -> str:
     return f"{record.mode}: NOT confined"
 
 
+def _usage_words(result: EpisodeResult) -> str:
+    """What the gateway metered of the episode's actor, or why nothing did (null)."""
+    from mailroom.orchestrator.records.result import ProviderUsage
+    from mailroom.orchestrator.results.usage import (
+        UNMETERED_WORDS,
+        count_text,
+        unmetered_reason,
+        usd_text,
+    )
+
+    usage = result.usage
+    reason = unmetered_reason(result)
+    if reason is not None or not isinstance(usage, ProviderUsage):
+        return f"not metered (null): {UNMETERED_WORDS[reason] if reason else 'unknown'}"
+    return (
+        f"{count_text(usage.provider_requests)} requests, {count_text(usage.input_tokens)} "
+        f"input and {count_text(usage.output_tokens)} output tokens, {usd_text(usage.cost)}"
+    )
+
+
 def _print_result(result: EpisodeResult, run_dir: Path) -> None:
     c = result.counters
     table = Table(title="mailroom demo: one blinded episode (diagnostic actor)")
@@ -72,7 +92,7 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
             "decision latency median",
             "n/a" if result.latency.median_ms is None else f"{result.latency.median_ms:.1f} ms",
         ),
-        ("provider usage", "unknown (null): a file mailbox cannot meter it"),
+        ("provider usage", _usage_words(result)),
         ("errors", ", ".join(e.code for e in result.errors) or "none"),
         ("confinement", _confinement_words(result)),
         ("wall time", f"{result.wall_time_s:.1f} s"),

@@ -16,9 +16,11 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from mailroom.orchestrator.records.manifest import ProviderGatewayRecord
     from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
     from mailroom.orchestrator.results.proportions import Interval
     from mailroom.orchestrator.results.reporter import Report, Tally
+    from mailroom.orchestrator.results.usage import UsageSummary
 
 
 # Short headers so the table fits an 80-column terminal; the legend gives the words.
@@ -194,7 +196,113 @@ def print_report(report: Report, out: Console = console) -> None:
             f"{escape(bad['file'])}: {escape(bad['reason'])}",
             highlight=False,
         )
-    out.print("provider usage: unknown (a file mailbox cannot meter it)")
+    print_usage(report, out)
+
+
+def usage_table(u: UsageSummary) -> Table:
+    """The metered totals and their means per metered episode (`u.metered` > 0)."""
+    from mailroom.orchestrator.results.usage import count_text, usd_text
+    from mailroom.orchestrator.viewer.readable import readable_duration_ms
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1))
+    table.add_column(f"metered usage ({u.metered} episodes)", overflow="fold")
+    table.add_column("total", justify="right", no_wrap=True)
+    table.add_column("per episode", justify="right", no_wrap=True)
+    rows: list[tuple[str, str, str]] = [
+        ("requests forwarded", count_text(u.provider_requests), count_text(u.requests_per_episode)),
+        ("  failed (provider fault)", count_text(u.failed_requests), ""),
+        ("  without complete usage", count_text(u.unmetered_requests), ""),
+        ("requests refused", count_text(u.refused_requests), ""),
+        ("input tokens", count_text(u.input_tokens), count_text(u.input_tokens_per_episode)),
+        ("output tokens", count_text(u.output_tokens), count_text(u.output_tokens_per_episode)),
+        ("cache-read tokens", count_text(u.cache_read_tokens), ""),
+        ("cache-write tokens", count_text(u.cache_write_tokens), ""),
+        ("server tool uses", count_text(u.server_tool_uses), ""),
+        (
+            "provider time",
+            readable_duration_ms(u.provider_time_ms),
+            readable_duration_ms(u.provider_time_ms_per_episode),
+        ),
+        ("cost (USD)", usd_text(u.cost_usd), usd_text(u.cost_per_episode_usd)),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def models_table(u: UsageSummary) -> Table:
+    """Each answering model's share; its name is what the provider said (escaped)."""
+    from mailroom.orchestrator.results.usage import count_text, usd_text
+
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1),
+        caption="ep. episodes it answered in; req. requests; in/out: tokens",
+        caption_justify="left",
+    )
+    table.add_column("answering model", overflow="fold")
+    for header in ("ep.", "req.", "in", "out", "USD"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for m in u.models:
+        table.add_row(
+            escape(m.model),
+            str(m.episodes),
+            count_text(m.requests),
+            count_text(m.input_tokens),
+            count_text(m.output_tokens),
+            usd_text(m.cost_usd),
+        )
+    return table
+
+
+def price_table_line(gateway: ProviderGatewayRecord) -> str:
+    """Where the run's costs come from: the provider and its price table."""
+    table = gateway.price_table
+    whose = "the coordinator's file" if table.user_file else "the built-in table"
+    return (
+        f"prices: {gateway.provider}, {whose} from {table.source}, retrieved "
+        f"{table.retrieved} (sha256 {table.sha256[:12]})"
+    )
+
+
+def print_usage(report: Report, out: Console = console) -> None:
+    """The provider usage section: what was metered and what was not (never a zero for
+    nothing metered), its cost per episode and per success, per answering model, the
+    gateway's typed endings, and a run whose actors had the host's network."""
+    from mailroom.orchestrator.results.usage import (
+        cost_text,
+        endings_text,
+        host_network_text,
+        metered_text,
+        usd_text,
+        verified_text,
+    )
+
+    u = report.overall.provider_usage
+    out.print(escape(metered_text(u)), highlight=False)
+    if u.metered:
+        out.print(usage_table(u))
+        for said in (cost_text(u), verified_text(u)):
+            if said is not None:
+                out.print(escape(said), highlight=False)
+        out.print(models_table(u))
+    if report.provider_gateway is not None:
+        out.print(escape(price_table_line(report.provider_gateway)), highlight=False)
+    if report.provider_gateway_problem is not None:
+        out.print(f"[yellow]{escape(report.provider_gateway_problem)}[/yellow]", highlight=False)
+    for said in endings_text(u):
+        out.print(escape(said), highlight=False)
+    host = host_network_text(u, report.network)
+    if host is not None:
+        out.print(f"[yellow]{escape(host)}[/yellow]", highlight=False)
+    spent = report.superseded_usage
+    if spent.metered:
+        out.print(
+            f"superseded attempts (in no rate): {spent.metered} of {spent.results} metered, "
+            f"{spent.provider_requests} requests, {usd_text(spent.cost_usd)}",
+            highlight=False,
+        )
 
 
 def print_diagnostics(found: list[AttemptDiagnostics], out: Console = console) -> None:

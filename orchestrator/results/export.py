@@ -1,4 +1,5 @@
-"""Export a run as two Parquet tables: `episodes.parquet` and `steps.parquet`.
+"""Export a run as three Parquet tables: `episodes.parquet`, `steps.parquet` and
+`provider_requests.parquet`.
 
 episodes: one row per result document, in plan order then attempt order; earlier
 attempts of a case are kept and flagged `superseded`. Video columns hold each camera's
@@ -8,16 +9,31 @@ case (a LIBERO-Plus perturbation category, a LIBERO-Para paraphrase cell), or nu
 episode never started), null for a result before `mailroom.episode_result/v5`;
 `enforcement.memory` (`enforced`, `not enforced`) and `enforcement.writable_space`
 (`kernel`, `sampled`) say whether the kernel enforced the actor's limits, null for a
-result before `mailroom.episode_result/v6`.
+result before `mailroom.episode_result/v6`. The `usage.*` columns are what the provider
+gateway metered of the episode's actor (`records/result.py`'s `ProviderUsage`): its
+provider, requests forwarded, refused, failed, other and without complete usage, tokens,
+`usage.cost_usd` (null with `usage.cost_note` where an answer could not be priced), the
+declared model, `usage.model_verified`, the answering models and the provider time. Where
+nothing metered it every one of them is null, never 0, and `usage.unmetered_reason` says
+why (`before_v7`, `external_actor`, `no_gateway`, `no_gate`: `results/usage.py`).
 
 steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
 LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
 `observation.state` (only when the run's proprio track was on), `next.done`,
 `next.success`, plus `policy_call`.
 
+provider_requests: one row per model request the gateway saw, read from each exported
+episode's `provider-requests.jsonl` (`results/provider_requests.py`), keyed by
+`episode_index` as steps are: its decision, route, outcome, status, the model asked for
+and the one that answered, tokens, cost, times and sizes; never a body or a header. It
+sits beside the steps because it is the same kind of thing at a finer grain than the
+episode: what happened during it, in order. A run without the gateway has an empty one.
+
 Corrupt or missing result documents and unusable steps files are skipped and listed;
 an episode whose steps are missing or skipped still has its episodes row (`steps` null).
-Both files are written under temporary names in the output directory and renamed whole.
+A requests file that cannot be trusted is skipped the same way (its episode keeps its
+row and its usage columns, which are the result's). Every file is written under a
+temporary name in the output directory and renamed whole.
 """
 
 from __future__ import annotations
@@ -47,18 +63,30 @@ from mailroom.orchestrator.families.registry import run_family_errors
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.manifest import manifest_errors
-from mailroom.orchestrator.records.result import SUMMED_COUNTERS, EpisodeResult
+from mailroom.orchestrator.records.result import (
+    SUMMED_COUNTERS,
+    TOKEN_COUNTS,
+    EpisodeResult,
+    ProviderUsage,
+)
 from mailroom.orchestrator.records.run_directory import (
     CorruptResult,
     RunDirectory,
     not_a_run_directory,
 )
+from mailroom.orchestrator.results.provider_requests import (
+    RequestsFileError,
+    read_requests,
+    requests_schema,
+)
 from mailroom.orchestrator.results.reporter import case_group
+from mailroom.orchestrator.results.usage import unmetered_reason
 from mailroom.orchestrator.sim.base import CONTROL_HZ
 
 EXPORT_FORMAT = "mailroom.export/v1"
 EPISODES_PARQUET = "episodes.parquet"
 STEPS_PARQUET = "steps.parquet"
+REQUESTS_PARQUET = "provider_requests.parquet"
 DEFAULT_EXPORT_DIR = "export"
 FPS = CONTROL_HZ
 STATE_LAYOUT: tuple[str, ...] = (
@@ -89,8 +117,10 @@ class ExportSummary:
     out_dir: Path
     episodes_file: Path
     steps_file: Path
+    requests_file: Path
     episodes: int
     steps: int
+    requests: int
     proprio: bool
     cameras: tuple[str, ...]
     skipped: list[Skipped] = field(default_factory=list)
@@ -99,8 +129,16 @@ class ExportSummary:
         return {
             "format": "parquet",
             "out": str(self.out_dir),
-            "files": {"episodes": str(self.episodes_file), "steps": str(self.steps_file)},
-            "rows": {"episodes": self.episodes, "steps": self.steps},
+            "files": {
+                "episodes": str(self.episodes_file),
+                "steps": str(self.steps_file),
+                "provider_requests": str(self.requests_file),
+            },
+            "rows": {
+                "episodes": self.episodes,
+                "steps": self.steps,
+                "provider_requests": self.requests,
+            },
             "proprio": self.proprio,
             "cameras": list(self.cameras),
             "skipped": [{"file": s.file, "reason": s.reason} for s in self.skipped],
@@ -268,8 +306,54 @@ def episodes_schema(cameras: Sequence[str]) -> pa.Schema:
         ("wall_time_s", pa.float64()),
         ("steps", integer),
         *((f"videos.{camera}", text) for camera in cameras),
+        *USAGE_COLUMNS,
     ]
     return pa.schema(fields)
+
+
+# What the gateway metered of an episode's actor (all null where nothing metered it).
+USAGE_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("usage.unmetered_reason", pa.string()),
+    ("usage.provider", pa.string()),
+    ("usage.requests", pa.int64()),
+    ("usage.refused_requests", pa.int64()),
+    ("usage.failed_requests", pa.int64()),
+    ("usage.other_requests", pa.int64()),
+    ("usage.unmetered_requests", pa.int64()),
+    *((f"usage.{name}", pa.int64()) for name in TOKEN_COUNTS),
+    ("usage.cost_usd", pa.float64()),
+    ("usage.cost_note", pa.string()),
+    ("usage.declared_model", pa.string()),
+    ("usage.model_verified", pa.bool_()),
+    ("usage.answering_models", pa.list_(pa.string())),
+    ("usage.provider_time_ms", pa.float64()),
+)
+
+
+def usage_columns(result: EpisodeResult) -> dict[str, Any]:
+    """The episode's `usage.*` values: what the gateway metered, or nulls and the reason."""
+    row: dict[str, Any] = dict.fromkeys((name for name, _ in USAGE_COLUMNS), None)
+    row["usage.unmetered_reason"] = unmetered_reason(result)
+    u = result.usage
+    if isinstance(u, ProviderUsage):
+        row.update(
+            {
+                "usage.provider": u.provider,
+                "usage.requests": u.provider_requests,
+                "usage.refused_requests": u.refused_requests,
+                "usage.failed_requests": u.failed_requests,
+                "usage.other_requests": u.other_requests,
+                "usage.unmetered_requests": u.unmetered_requests,
+                **{f"usage.{name}": getattr(u, name) for name in TOKEN_COUNTS},
+                "usage.cost_usd": u.cost,
+                "usage.cost_note": u.cost_note,
+                "usage.declared_model": u.declared_model,
+                "usage.model_verified": u.model_verified,
+                "usage.answering_models": [m.model for m in u.models],
+                "usage.provider_time_ms": u.provider_time_ms,
+            }
+        )
+    return row
 
 
 def _metadata(manifest: dict[str, Any], proprio: bool, cameras: Sequence[str]) -> dict[str, str]:
@@ -485,7 +569,26 @@ def _episode_row(
         "wall_time_s": r.wall_time_s,
         "steps": steps,
         **_video_paths(run, episode, cameras),
+        **usage_columns(r),
     }
+
+
+def _requests_table(
+    run: RunDirectory, episodes: Sequence[_Episode], skipped: list[Skipped]
+) -> pa.Table:
+    """Every exported episode's provider requests, in episode order then request order;
+    a file that cannot be trusted is skipped and listed."""
+    rows: list[dict[str, Any]] = []
+    for episode in episodes:
+        path = AttemptPaths(episode.directory).provider_requests
+        try:
+            found = read_requests(path, episode.result.usage)
+        except RequestsFileError as exc:
+            skipped.append(Skipped(_relative(run, path), str(exc)))
+            continue
+        if found is not None:
+            rows += found.rows(episode.index, episode.result.attempt_id)
+    return pa.Table.from_pylist(rows, schema=requests_schema())
 
 
 def load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
@@ -513,8 +616,9 @@ def load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
 
 
 def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
-    """Write `episodes.parquet` and `steps.parquet` for `run_dir` into `out_dir`
-    (default `run_dir/export`); raises ExportError when the run cannot be read at all."""
+    """Write `episodes.parquet`, `steps.parquet` and `provider_requests.parquet` for
+    `run_dir` into `out_dir` (default `run_dir/export`); raises ExportError when the run
+    cannot be read at all."""
     run = RunDirectory(run_dir)
     manifest, plan_order = load_run(run)
     proprio = bool(manifest["settings"]["proprio"])
@@ -544,6 +648,10 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
                 _episode_row(run, episode, disclosed=disclosed, steps=count, cameras=cameras)
             )
         writer.flush()
+    requests_path = out / REQUESTS_PARQUET
+    requests = _requests_table(run, episodes, skipped).replace_schema_metadata(metadata)
+    with published_file(requests_path) as temporary:
+        pq.write_table(requests, temporary)
     table = pa.Table.from_pylist(rows, schema=episodes_schema(cameras).with_metadata(metadata))
     episodes_path = out / EPISODES_PARQUET
     with published_file(episodes_path) as temporary:
@@ -552,8 +660,10 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
         out_dir=out,
         episodes_file=episodes_path,
         steps_file=steps_path,
+        requests_file=requests_path,
         episodes=table.num_rows,
         steps=writer.rows,
+        requests=requests.num_rows,
         proprio=proprio,
         cameras=cameras,
         skipped=skipped,

@@ -15,6 +15,11 @@ count does not move). `unattempted` is every case without a result document (nev
 started, or started and not yet recorded). Two success rates are stated: over
 selected (the headline of a complete run: every error and every unattempted case
 counts as not a success) and over completed.
+
+Each tally also carries the provider usage of its cases' results (`results/usage.py`:
+what the gateway metered, and which results nothing metered, null and never zero); the
+report adds the run's price table and network from its manifest, and the usage of the
+attempts a later one superseded (spent, though not counted in the rates).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -34,6 +39,7 @@ from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
+from mailroom.orchestrator.records.manifest import ProviderGatewayRecord
 from mailroom.orchestrator.records.result import (
     SUMMED_COUNTERS,
     EpisodeResult,
@@ -43,7 +49,12 @@ from mailroom.orchestrator.records.result import (
 )
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult, RunDirectory
 from mailroom.orchestrator.results.proportions import Interval, wilson_interval
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from mailroom.orchestrator.results.usage import (
+    UNMETERED_DEFINITIONS,
+    UsageSummary,
+    summarize_usage,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 Standing = Literal["success", "failure", "errored", "unattempted"]
 Rate = Annotated[float, Field(ge=0, le=1)]
@@ -84,6 +95,24 @@ DEFINITIONS: dict[str, str] = {
         "and inodes; sampled: the scratch quota checked while the orchestrator waits); an "
         "actor not started by the orchestrator is not enforced, sampled; unknown (a result "
         "before mailroom.episode_result/v6 does not say)"
+    ),
+    "provider_usage": (
+        "what the provider gateway metered of the results' actors, from the provider's own "
+        "usage fields: totals over the metered results (null, never 0, when none was), "
+        "means per metered episode, the cost in USD by the run's price table (null where an "
+        "answer could not be priced: cost_notes say why) per episode (over the priced "
+        "episodes) and per success (the total over the successes among the metered "
+        "episodes), per answering model, and whether every answer named the declared model; "
+        "unmetered counts the results nothing metered, by why: "
+        + "; ".join(f"{k}: {v}" for k, v in UNMETERED_DEFINITIONS.items())
+        + "; provider_budget_truncations: episodes truncated by the method's declared "
+        "provider budget; provider_unavailable_errors: episodes the model provider failed "
+        "(infrastructure_error provider_unavailable: the infrastructure's, not the "
+        "method's); host_network: results whose actor had the host's network (unmetered, "
+        "not confined on the network)"
+    ),
+    "superseded_usage": (
+        "provider usage of the superseded attempts' results: spent, not counted in any rate"
     ),
 }
 # How a case's simulator was held, in the report's words, in the order they are shown.
@@ -151,7 +180,8 @@ class Tally(BaseModel):
     success_rate_over_selected_interval: Interval | None = None
     success_rate_over_completed_interval: Interval | None = None
     counters: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(SUMMED_COUNTERS, 0))
-    provider_usage: str = "unknown (null in every result: a file mailbox cannot meter it)"
+    # What the provider gateway metered of these cases' results, and which it did not.
+    provider_usage: UsageSummary = Field(default_factory=UsageSummary)
 
     @model_validator(mode="after")
     def _denominators_add_up(self) -> Tally:
@@ -218,6 +248,7 @@ def tally(cases: Sequence[CaseCount]) -> Tally:
             name: sum(int(getattr(result.counters, name)) for result in results)
             for name in SUMMED_COUNTERS
         },
+        provider_usage=summarize_usage(results),
     )
 
 
@@ -245,6 +276,14 @@ class Report(BaseModel):
     # Cases with a result by whether the kernel enforced its actor's limits, per limit
     # (`LIMIT_LABELS`, none at 0).
     limits: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # What the run's actors reached their provider through (its manifest's, v6 on; None
+    # without a gateway, or with a record that cannot be read: `provider_gateway_problem`).
+    provider_gateway: ProviderGatewayRecord | None = None
+    provider_gateway_problem: str | None = None
+    # The network the run's manifest declares for its actors (None: not recorded).
+    network: str | None = None
+    # The provider usage of the attempts a later attempt of their case superseded.
+    superseded_usage: UsageSummary = Field(default_factory=UsageSummary)
 
     def tally_rows(self) -> list[tuple[str, str | None, Tally]]:
         """Each suite, then its groups (categories, cells) under it, then overall (suite
@@ -300,6 +339,8 @@ class LatestResults:
     corrupt: list[CorruptResult]
     # Per case, its newest attempt when that has no result and an actor saw it.
     seen_without_result: dict[str, str]
+    # The readable results of the superseded attempts (their usage was spent all the same).
+    superseded_results: list[EpisodeResult] = field(default_factory=list)
 
 
 def latest_results(run: RunDirectory) -> LatestResults:
@@ -307,6 +348,7 @@ def latest_results(run: RunDirectory) -> LatestResults:
     superseded: list[str] = []
     corrupt: list[CorruptResult] = []
     seen: dict[str, str] = {}
+    earlier: list[EpisodeResult] = []
     for record in run.attempts():  # in attempt order per case
         seen.pop(record.case_id, None)
         if record.result is None:
@@ -316,9 +358,12 @@ def latest_results(run: RunDirectory) -> LatestResults:
         if isinstance(record.result, CorruptResult):
             corrupt.append(record.result)
         if record.case_id in by_case:
-            superseded.append(by_case[record.case_id][0])
+            superseded_id, superseded_result = by_case[record.case_id]
+            superseded.append(superseded_id)
+            if isinstance(superseded_result, EpisodeResult):
+                earlier.append(superseded_result)
         by_case[record.case_id] = (record.attempt_id, record.result)
-    return LatestResults(by_case, superseded, corrupt, seen)
+    return LatestResults(by_case, superseded, corrupt, seen, earlier)
 
 
 def case_counts(
@@ -385,6 +430,24 @@ def case_group(case: Case, result: EpisodeResult | CorruptResult | None) -> str 
     return owner.report_group(case, task_name)
 
 
+def _provider_gateway(manifest: dict[str, Any]) -> tuple[ProviderGatewayRecord | None, str | None]:
+    """The run's gateway record (a v6 manifest's; None before v6 or without one), or why
+    it cannot be read: the rest of the report stands either way."""
+    recorded = manifest.get("provider_gateway")
+    if recorded is None:
+        return None, None
+    try:
+        return ProviderGatewayRecord.model_validate(recorded), None
+    except ValidationError as exc:
+        return None, f"the manifest's provider_gateway cannot be read: {exc.errors()[0]['msg']}"
+
+
+def _run_network(manifest: dict[str, Any]) -> str | None:
+    confinement = manifest.get("confinement")
+    network = confinement.get("network") if isinstance(confinement, dict) else None
+    return network if isinstance(network, str) else None
+
+
 def build_report(run_dir: Path) -> Report:
     """Raises `OSError`, `ValueError` (a kept catalog that disagrees with the manifest
     among them) and `KeyError` for a run that cannot be read."""
@@ -413,6 +476,7 @@ def build_report(run_dir: Path) -> Report:
             if not case.result.confined:
                 not_confined.append(case.attempt_id)
     overall = tally(cases)
+    gateway, gateway_problem = _provider_gateway(manifest)
     return Report(
         run_id=str(manifest.get("run_id", run_dir.name)),
         profile=str(manifest["profile"]["name"]),
@@ -434,6 +498,10 @@ def build_report(run_dir: Path) -> Report:
             limit: {label: limits[limit][label] for label in labels if limits[limit][label]}
             for limit, labels in LIMIT_LABELS.items()
         },
+        provider_gateway=gateway,
+        provider_gateway_problem=gateway_problem,
+        network=_run_network(manifest),
+        superseded_usage=summarize_usage(latest.superseded_results),
     )
 
 

@@ -11,6 +11,8 @@ table.identity th { background: #f3f3f3; font-weight: 600; }
 table.identity td { overflow-wrap: anywhere; }  /* a long task name breaks, not the page */
 /* Wide tables fit the window: their cells wrap where they have spaces, but attempt names. */
 table.attempts td:first-child { white-space: nowrap; }
+/* A long error code or a model name an actor's provider gave breaks rather than widen it. */
+table.attempts td.error, table.usage-models td:first-child { overflow-wrap: anywhere; }
 table.suites .interval { color: #555; font-size: 0.9em; }
 tr.hidden { display: none; }
 pre.untrusted, pre.prefix { background: #f7f7f7; border: 1px solid #ddd; padding: 0.5em;

@@ -35,6 +35,7 @@ from mailroom.orchestrator.results.comparison import (
     settings_differences,
 )
 from mailroom.orchestrator.results.reporter import Report, build_report, latest_results
+from mailroom.orchestrator.results.usage import UsageSummary, usd_text
 from mailroom.orchestrator.viewer.readable import readable_value
 from mailroom.orchestrator.viewer.site import SAFE_NAME
 
@@ -181,6 +182,25 @@ def audit_verdict(run_dir: Path) -> str:
     return "not clean: " + ", ".join(parts)
 
 
+def usage_rows(u: UsageSummary) -> list[tuple[str, str]]:
+    """A run's provider usage in three identity rows: how much was metered, and its cost
+    per episode and per success with their n ("not metered" where nothing was: null)."""
+    if u.metered == 0:
+        return [
+            ("provider usage", f"not metered in any of {u.results} results"),
+            ("cost per episode", "not metered"),
+            ("cost per success", "not metered"),
+        ]
+    return [
+        ("provider usage", f"metered in {u.metered} of {u.results} results"),
+        ("cost per episode", f"{usd_text(u.cost_per_episode_usd)} (n {u.priced})"),
+        (
+            "cost per success",
+            f"{usd_text(u.cost_per_success_usd)} (n {u.successes_metered})",
+        ),
+    ]
+
+
 def _identity(manifest: dict[str, Any], report: Report, run_dir: Path) -> list[tuple[str, str]]:
     settings = manifest.get("settings", {})
     protocol = manifest.get("protocol", {})
@@ -221,6 +241,7 @@ def _identity(manifest: dict[str, Any], report: Report, run_dir: Path) -> list[t
         ("audit", audit_verdict(run_dir)),
         ("record", manifest.get("record")),
         ("complete", report.complete),
+        *usage_rows(report.overall.provider_usage),
     ]
     return [(label, readable_value(value)) for label, value in pairs]
 

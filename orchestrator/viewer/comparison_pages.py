@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mailroom.orchestrator.records.result import EpisodeResult
-from mailroom.orchestrator.results.comparison import Comparison, PairedTally
+from mailroom.orchestrator.results.comparison import Comparison, PairedTally, paired_cost_text
 from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Tally
 from mailroom.orchestrator.viewer.comparison_data import (
@@ -282,7 +282,8 @@ def _pair_section(data: ComparisonData, pair: ComparedPair) -> str:
         head
         + _comparison_notes(comparison)
         + _table((*headers, "verdict"), rows, "paired")
-        + f'<p class="verdict-overall">overall: {esc(comparison.overall.verdict)}</p></section>'
+        + f'<p class="verdict-overall">overall: {esc(comparison.overall.verdict)}</p>'
+        + f'<p class="paired-cost">{esc(paired_cost_text(comparison.cost))}</p></section>'
     )
 
 
@@ -334,7 +335,9 @@ def index_page(data: ComparisonData) -> str:
         + '<p class="legend">selected = completed + errored + unattempted; completed = '
         "success + failure; intervals: Wilson score, 95%; decision latency over every "
         "served decision and wall time over every episode of the attempts each report "
-        "counts (n: how many)</p>"
+        "counts (n: how many); cost per episode in USD by each run's price table, over its "
+        "priced episodes, and per success, its total over the successes among its metered "
+        "episodes (not metered: null, never zero)</p>"
         f"<h2>Pairs (exact McNemar on shared cases)</h2>{pairs}"
         f"<h2>Shared cases</h2>{_shared_cases(data)}"
     )

@@ -15,15 +15,28 @@ from html import escape
 from typing import Any
 
 from mailroom.orchestrator.records.layout import ACTOR_OUTPUT_FILES
-from mailroom.orchestrator.records.result import EpisodeResult
+from mailroom.orchestrator.records.result import DecisionUsage, EpisodeResult, ProviderUsage
 from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Report, simulator_label
+from mailroom.orchestrator.results.usage import (
+    UNMETERED_WORDS,
+    UsageSummary,
+    cost_text,
+    count_text,
+    endings_text,
+    host_network_text,
+    metered_text,
+    unmetered_reason,
+    usd_text,
+    verified_text,
+)
 from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.readable import (
     ABSENT,
+    NO_LIMIT,
     readable_bool,
     readable_confinement,
     readable_duration_ms,
@@ -138,6 +151,29 @@ def _blinding(blinding: dict[str, Any], report: Report) -> str:
     )
 
 
+def _gateway(report: Report) -> str:
+    """What the run's actors reached their provider through, and its declared budgets."""
+    gateway = report.provider_gateway
+    if gateway is None:
+        return report.provider_gateway_problem or "none: provider usage not metered"
+    budgets = gateway.budgets
+    limits = [
+        f"{name} {readable_limit(value)}"
+        for name, value in (
+            ("requests", budgets.requests),
+            ("input tokens", budgets.input_tokens),
+            ("output tokens", budgets.output_tokens),
+        )
+    ]
+    limits.append(f"cost {usd_text(budgets.cost_usd) if budgets.cost_usd else NO_LIMIT}")
+    table = gateway.price_table
+    whose = " (the coordinator's file)" if table.user_file else ""
+    return (
+        f"{gateway.provider}; prices from {table.source}, retrieved {table.retrieved}{whose}; "
+        f"budgets per episode: {', '.join(limits)}"
+    )
+
+
 def _identity(manifest: dict[str, Any], report: Report) -> str:
     settings = manifest.get("settings", {})
     protocol = manifest.get("protocol", {})
@@ -166,6 +202,7 @@ def _identity(manifest: dict[str, Any], report: Report) -> str:
         ("response timeout", _limit(settings, "response_timeout_s", readable_duration_s)),
         ("episode wall time", _limit(settings, "episode_wall_time_s", readable_duration_s)),
         ("confinement", _confinement(confinement)),
+        ("provider gateway", _gateway(report)),
         ("blinding", _blinding(blinding, report)),
         ("record", readable_value(manifest.get("record"))),
         ("cameras", readable_value(protocol.get("cameras"))),
@@ -187,6 +224,9 @@ ATTEMPT_COLUMNS = (
     "simulator",
     "error",
     "latest",
+    # Shown only when an attempt of the run was metered (last, so the others keep their
+    # places either way).
+    "cost",
 )
 
 
@@ -202,6 +242,7 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         "termination": "",
         "policy calls": "",
         "controls": "",
+        "cost": "",
         "simulator": "",
         "error": "",
         "latest": "yes" if latest else "superseded",
@@ -214,6 +255,7 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         row["termination"] = result.termination or result.truncation or ""
         row["policy calls"] = str(result.counters.policy_calls)
         row["controls"] = str(result.counters.executed_controls)
+        row["cost"] = _attempt_cost(result)
         row["simulator"] = simulator_label(result)
         row["error"] = ", ".join(f"{e.kind}: {e.code}" for e in result.errors)
     elif isinstance(result, CorruptResult):
@@ -221,7 +263,100 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
     return row
 
 
+def _attempt_cost(result: EpisodeResult) -> str:
+    """An attempt's cost for its row: a dash where nothing was metered (null)."""
+    usage = result.usage
+    if not isinstance(usage, ProviderUsage):
+        return ABSENT
+    return usd_text(usage.cost)
+
+
 FILTERS = ("suite", "outcome", "termination")
+
+
+def _usage_row(name: str, u: UsageSummary) -> list[str]:
+    if u.metered == 0:
+        return [name, esc(f"0 of {u.results}"), *([esc(ABSENT)] * 6)]
+    return [
+        name,
+        esc(f"{u.metered} of {u.results}"),
+        esc(count_text(u.provider_requests)),
+        esc(count_text(u.input_tokens)),
+        esc(count_text(u.output_tokens)),
+        esc(usd_text(u.cost_usd)),
+        esc(f"{usd_text(u.cost_per_episode_usd)} (n {u.priced})"),
+        esc(f"{usd_text(u.cost_per_success_usd)} (n {u.successes_metered})"),
+    ]
+
+
+def _models_table(u: UsageSummary) -> str:
+    rows = [
+        [
+            esc(m.model),
+            esc(m.episodes),
+            esc(count_text(m.requests)),
+            esc(count_text(m.input_tokens)),
+            esc(count_text(m.output_tokens)),
+            esc(count_text(m.cache_read_tokens)),
+            esc(count_text(m.cache_write_tokens)),
+            esc(usd_text(m.cost_usd)),
+        ]
+        for m in u.models
+    ]
+    headers = (
+        "answering model (as the provider named it)",
+        "episodes",
+        "requests",
+        "input tokens",
+        "output tokens",
+        "cache-read tokens",
+        "cache-write tokens",
+        "cost (USD)",
+    )
+    return _table(headers, rows, "usage-models")
+
+
+def _usage_section(report: Report) -> str:
+    """The run's provider usage: metered or not (null, never zero), per suite, per
+    answering model, its cost per episode and per success, the gateway's endings."""
+    u = report.overall.provider_usage
+    notes = [f'<p class="usage-coverage">{esc(metered_text(u))}</p>']
+    host = host_network_text(u, report.network)
+    if host is not None:
+        notes.append(f'<p class="warn host-network">{esc(host)}</p>')
+    if report.provider_gateway_problem is not None:
+        notes.append(f'<p class="warn">{esc(report.provider_gateway_problem)}</p>')
+    if u.metered:
+        rows = [
+            _usage_row(
+                esc(suite) if group is None else f"{esc(suite)}/<wbr>{esc(group)}", t.provider_usage
+            )
+            for suite, group, t in report.tally_rows()
+        ]
+        headers = (
+            "suite",
+            "metered",
+            "requests",
+            "input tokens",
+            "output tokens",
+            "cost (USD)",
+            "cost per episode",
+            "cost per success",
+        )
+        notes.append(_table(headers, rows, "usage"))
+        for said in (cost_text(u), verified_text(u)):
+            if said is not None:
+                notes.append(f'<p class="usage-note">{esc(said)}</p>')
+        notes.append(_models_table(u))
+    notes += [f'<p class="usage-note">{esc(said)}</p>' for said in endings_text(u)]
+    spent = report.superseded_usage
+    if spent.metered:
+        said = (
+            f"superseded attempts (in no rate): {spent.metered} of {spent.results} metered, "
+            f"{count_text(spent.provider_requests)} requests, {usd_text(spent.cost_usd)}"
+        )
+        notes.append(f'<p class="note">{esc(said)}</p>')
+    return "<h2>Provider usage</h2>" + "".join(notes)
 
 
 def run_page(
@@ -259,17 +394,24 @@ def run_page(
             f'<label>{esc(name)} <select class="filter" data-filter="{esc(name)}">'
             f"{options}</select></label>"
         )
+    metered = any(r["cost"] not in ("", ABSENT) for r in rows)
+    columns = ATTEMPT_COLUMNS if metered else ATTEMPT_COLUMNS[:-1]
     body_rows = []
     for r in rows:
         data = " ".join(f'data-{f}="{esc(r[f])}"' for f in FILTERS)
         link = f'<a href="attempts/{esc(r["attempt"])}/index.html">{esc(r["attempt"])}</a>'
-        cells = [link, *(esc(r[h]) for h in ATTEMPT_COLUMNS[1:])]
-        body_rows.append(
-            f'<tr class="attempt" {data}>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
-        )
+        cells = [
+            f"<td>{link}</td>",
+            *(
+                # The error cell may break inside a long code rather than widen the page.
+                f'<td class="error">{esc(r[h])}</td>' if h == "error" else f"<td>{esc(r[h])}</td>"
+                for h in columns[1:]
+            ),
+        ]
+        body_rows.append(f'<tr class="attempt" {data}>' + "".join(cells) + "</tr>")
     attempts = (
         '<table class="attempts"><thead><tr>'
-        + "".join(f"<th>{esc(h)}</th>" for h in ATTEMPT_COLUMNS)
+        + "".join(f"<th>{esc(h)}</th>" for h in columns)
         + "</tr></thead><tbody>"
         + "".join(body_rows)
         + "</tbody></table>"
@@ -289,8 +431,8 @@ def run_page(
         f"<h2>Run</h2>{_identity(manifest, report)}"
         f"<h2>Success per suite</h2>{suites}"
         '<p class="legend">selected = completed + errored + unattempted; completed = success '
-        "+ failure; intervals: Wilson score, 95%; provider usage: unknown (a file mailbox "
-        "cannot meter it)</p>"
+        "+ failure; intervals: Wilson score, 95%</p>"
+        f"{_usage_section(report)}"
         f'<h2>Attempts (<span id="shown">{len(rows)}</span> of {len(rows)})</h2>'
         f'<div class="filters">{"".join(selects)}</div>{attempts}'
     )
@@ -386,7 +528,30 @@ def _account_group(title: str, steps: Sequence[Step], css: str) -> str:
     return f'<section class="account-group {css}"><h3>{esc(title)}</h3>{_account(steps)}</section>'
 
 
-def _decision(d: Decision, account: Sequence[Step] | None = None) -> str:
+def _share(part_ms: float, whole_ms: float | None) -> str:
+    """How much of a decision's latency its provider requests took ("—" without one)."""
+    if whole_ms is None or whole_ms <= 0:
+        return ABSENT
+    return f"{part_ms / whole_ms:.0%}"
+
+
+def _provider_time(d: Decision, used: DecisionUsage | None) -> str:
+    """A decision's provider time beside its latency (requests may overlap: the sum may
+    exceed it)."""
+    if used is None:
+        return "no request"
+    share = _share(used.provider_time_ms, d.latency_ms)
+    return (
+        f"{readable_duration_ms(used.provider_time_ms)} ({share} of latency), "
+        f"{used.requests} request(s)"
+    )
+
+
+def _decision(
+    d: Decision,
+    account: Sequence[Step] | None = None,
+    usage: ProviderUsage | None = None,
+) -> str:
     images = (
         "".join(
             f'<figure><img src="{esc(d.images[c])}" alt="{esc(c)} at observation {d.sequence}"'
@@ -411,19 +576,19 @@ def _decision(d: Decision, account: Sequence[Step] | None = None) -> str:
     counters = (
         ", ".join(f"{k} {readable_value(v)}" for k, v in sorted(d.counters_shown.items())) or ABSENT
     )
-    facts = _table(
-        ("verdict", "executed", "latency", "queueing delay", "processing"),
-        [
-            [
-                f'<span class="verdict">{esc(d.verdict)}</span>{reasons}{success}',
-                esc(executed),
-                esc(readable_duration_ms(d.latency_ms)),
-                esc(readable_duration_ms(d.queue_delay_ms)),
-                esc(readable_duration_ms(d.processing_ms)),
-            ]
-        ],
-        "facts",
-    )
+    headers = ["verdict", "executed", "latency", "queueing delay", "processing"]
+    cells = [
+        f'<span class="verdict">{esc(d.verdict)}</span>{reasons}{success}',
+        esc(executed),
+        esc(readable_duration_ms(d.latency_ms)),
+        esc(readable_duration_ms(d.queue_delay_ms)),
+        esc(readable_duration_ms(d.processing_ms)),
+    ]
+    if usage is not None:
+        used = next((u for u in usage.decisions if u.decision == d.sequence), None)
+        headers.append("provider time")
+        cells.append(f'<span class="provider-time">{esc(_provider_time(d, used))}</span>')
+    facts = _table(headers, [cells], "facts")
     return (
         f'<section class="decision" id="decision-{d.sequence}">'
         f"<h3>Policy call {d.sequence}</h3>"
@@ -487,6 +652,103 @@ def _account_notes(trace_format: str | None, trace: Trace | None, *, live: bool)
     )
 
 
+def _attempt_usage(result: EpisodeResult, decisions: Sequence[Decision]) -> str:
+    """What the gateway metered of the attempt's actor, per answering model and per
+    decision (the provider time beside the decision's latency), or why nothing did."""
+    usage = result.usage
+    if not isinstance(usage, ProviderUsage):
+        reason = unmetered_reason(result)
+        why = UNMETERED_WORDS[reason] if reason is not None else "not recorded"
+        return (
+            '<h2>Provider usage</h2><p class="missing usage-unmetered">not metered (null, not '
+            f"zero): {esc(why)}</p>"
+        )
+    cost = usd_text(usage.cost) if usage.cost is not None else f"n/a: {usage.cost_note}"
+    verified = {True: "yes", False: "no", None: "nothing to verify"}[usage.model_verified]
+    facts = [
+        ("provider", usage.provider),
+        (
+            "requests forwarded",
+            f"{usage.provider_requests} ({usage.failed_requests} failed by the provider, "
+            f"{usage.other_requests} without a model, {usage.unmetered_requests} without "
+            "complete usage)",
+        ),
+        ("requests refused by the gateway", readable_value(usage.refused_requests)),
+        ("input tokens", count_text(usage.input_tokens)),
+        ("output tokens", count_text(usage.output_tokens)),
+        ("cache-read tokens", count_text(usage.cache_read_tokens)),
+        ("cache-write tokens", count_text(usage.cache_write_tokens)),
+        ("server tool uses", count_text(usage.server_tool_uses)),
+        ("cost (USD)", cost),
+        ("declared model", usage.declared_model or ABSENT),
+        ("every answer named the declared model", verified),
+        ("provider time", readable_duration_ms(usage.provider_time_ms)),
+    ]
+    table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
+    models = _table(
+        (
+            "answering model (as the provider named it)",
+            "requests",
+            "input tokens",
+            "output tokens",
+            "cache-read tokens",
+            "cache-write tokens",
+            "cost (USD)",
+        ),
+        [
+            [
+                esc(m.model),
+                esc(m.requests),
+                esc(count_text(m.input_tokens)),
+                esc(count_text(m.output_tokens)),
+                esc(count_text(m.cache_read_tokens)),
+                esc(count_text(m.cache_write_tokens)),
+                esc(usd_text(m.cost) if m.cost is not None else f"n/a: {m.cost_note}"),
+            ]
+            for m in usage.models
+        ],
+        "usage-models",
+    )
+    latency = {d.sequence: d.latency_ms for d in decisions}
+    per_decision = _table(
+        (
+            "decision",
+            "requests",
+            "provider time",
+            "decision latency",
+            "share of latency",
+            "input tokens",
+            "output tokens",
+        ),
+        [
+            [
+                esc(
+                    "before the first observation"
+                    if u.decision == 0
+                    else f"policy call {u.decision}"
+                ),
+                esc(u.requests),
+                esc(readable_duration_ms(u.provider_time_ms)),
+                esc(readable_duration_ms(latency.get(u.decision))),
+                esc(_share(u.provider_time_ms, latency.get(u.decision))),
+                esc(count_text(u.input_tokens)),
+                esc(count_text(u.output_tokens)),
+            ]
+            for u in usage.decisions
+        ],
+        "usage-decisions",
+    )
+    return (
+        "<h2>Provider usage</h2>"
+        f'<table class="identity usage">{table}</table>{models}'
+        "<h3>Per decision: how much of it was inference</h3>"
+        '<p class="note">each forwarded request counts toward the decision whose observation '
+        "was pending; its provider time is the request's whole time, so requests that "
+        "overlap may add up past the latency</p>"
+        f"{per_decision}"
+    )
+
+
 def _never(value: int | None) -> str:
     """A first success's control or call: "never" where the episode had none."""
     return "never" if value is None else readable_value(value)
@@ -510,7 +772,11 @@ def attempt_page(
     result = timeline.result
     summary: list[tuple[str, str]] = [("attempt", timeline.attempt_id)]
     errors = ""
+    usage_html = ""
+    metered: ProviderUsage | None = None
     if isinstance(result, EpisodeResult):
+        usage_html = _attempt_usage(result, timeline.decisions)
+        metered = result.usage if isinstance(result.usage, ProviderUsage) else None
         c = result.counters
         summary += [
             ("case", result.case_id),
@@ -561,7 +827,7 @@ def attempt_page(
     if trace is not None and trace.readable:
         placed = assign(trace.steps, [d.sequence for d in timeline.decisions])
     decisions = "".join(
-        _decision(d, None if placed is None else placed.decisions.get(d.sequence, []))
+        _decision(d, None if placed is None else placed.decisions.get(d.sequence, []), metered)
         for d in timeline.decisions
     )
     if placed is not None:
@@ -579,7 +845,7 @@ def attempt_page(
     body = (
         '<p><a href="../../index.html">run</a></p>'
         f"<h1>{esc(timeline.attempt_id)}</h1>{problems}"
-        f'<table class="identity">{facts}</table>{errors}'
+        f'<table class="identity">{facts}</table>{errors}{usage_html}'
         f'<h2>Videos</h2><div class="videos">{videos}</div>'
         "<h2>Action components over the executed controls</h2>"
         f"{action_chart(timeline.actions, timeline.first_success_control)}"
