@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from mailroom.orchestrator.cli.options import console, json_option
+from rich import box
 from rich.table import Table
 
 TARGETS = {
@@ -26,6 +27,7 @@ TARGETS = {
     "parked_over_dedicated_episodes_per_hour_ratio": (">=", 4.0),
     "parked_queue_delay_ms_p95": ("<=", 2000.0),
     "flood_added_queue_delay_ms_p95": ("<=", 100.0),
+    "gateway_added_ttfb_ms_p95": ("<=", 5.0),
 }
 
 # The headline table's rows, in order; a figure the run did not measure is left out.
@@ -51,6 +53,14 @@ HEADLINE = (
     "ray_overhead_s_per_episode",
     "flood_added_queue_delay_ms_p95",
     "flood_added_rename_to_claim_ms_p95",
+    "gateway_live_gates",
+    "gateway_added_ttfb_ms_p95",
+    "gateway_added_ttfb_ms_p95_1_gate",
+    "gateway_added_ttfb_ms_p95_many_gates",
+    "gateway_added_total_ms_p95",
+    "gateway_added_event_delay_ms_p95",
+    "gateway_cpu_ms_per_request_1_gate",
+    "gateway_cpu_ms_per_request_many_gates",
 )
 
 
@@ -151,6 +161,57 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Run the flood section alone: two launches side by side, one with an inbox "
     "flooded; what the flood adds to the others' queueing delay.",
 )
+@click.option(
+    "--gateway-pairs",
+    type=click.IntRange(min=1),
+    default=1500,
+    show_default=True,
+    help="Gateway section: direct/gatewayed request pairs per answer kind (streamed, JSON) "
+    "and setting (one gate, many).",
+)
+@click.option(
+    "--gateway-gates",
+    type=click.IntRange(min=2),
+    default=120,
+    show_default=True,
+    help="Gateway section: live gates of the many-gates setting.",
+)
+@click.option(
+    "--gateway-rate",
+    type=click.FloatRange(min=0, max=100000),
+    default=100.0,
+    show_default=True,
+    help="Gateway section: request pairs started a second, at random moments (0: back to "
+    "back; with more than one in flight, that measures the queue the client's own pace "
+    "builds).",
+)
+@click.option(
+    "--gateway-in-flight",
+    type=click.IntRange(min=1, max=256),
+    default=8,
+    show_default=True,
+    help="Gateway section: request pairs in flight at most.",
+)
+@click.option(
+    "--gateway-streams",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Gateway section: pairs of streams whose events the upstream spaces apart.",
+)
+@click.option(
+    "--gateway-request-kb",
+    type=click.IntRange(min=1, max=16384),
+    default=32,
+    show_default=True,
+    help="Gateway section: each request body's size (KiB).",
+)
+@click.option(
+    "--only-gateway",
+    is_flag=True,
+    help="Run the provider gateway's section alone: what the gateway adds to a request "
+    "against the same request sent straight to the upstream, with one live gate and many.",
+)
 @click.option("--no-cluster", is_flag=True, help="Leave the Ray executor's section out.")
 @click.option("--only-cluster", is_flag=True, help="Run the Ray executor's section alone.")
 @json_option("Print one JSON object (headline keys plus details).")
@@ -173,12 +234,41 @@ def bench(
     flood_episodes: int,
     flood_rounds: int,
     only_flood: bool,
+    gateway_pairs: int,
+    gateway_gates: int,
+    gateway_rate: float,
+    gateway_in_flight: int,
+    gateway_streams: int,
+    gateway_request_kb: int,
+    only_gateway: bool,
     no_cluster: bool,
     only_cluster: bool,
     as_json: bool,
 ) -> None:
     """Measure where each decision's time goes, on the real simulator (takes minutes;
     the slow-actor section, tens of minutes)."""
+    if only_gateway:
+        # Before the simulator's modules are imported: this section needs none of them.
+        from mailroom.orchestrator.perf.gateway_bench import (
+            GatewayBenchOptions,
+            run_gateway_bench,
+        )
+
+        gateway = GatewayBenchOptions(
+            pairs=gateway_pairs,
+            gates=gateway_gates,
+            rate=gateway_rate,
+            in_flight=gateway_in_flight,
+            streams=gateway_streams,
+            request_kb=gateway_request_kb,
+        )
+        _section_alone(
+            f"the provider gateway against the upstream direct, 1 and {gateway_gates} gates",
+            lambda: run_gateway_bench(gateway),
+            _print_gateway,
+            as_json,
+        )
+        return
     from mailroom.orchestrator.perf.decision_costs import (
         ClusterOptions,
         ParkedOptions,
@@ -388,4 +478,57 @@ def _print_flood(alone: dict[str, Any]) -> None:
             f"{one['watchers_fell_back']['flooded']}/{one['watchers_fell_back']['quiet']}",
         )
     console.print(table)
+    _print_headline(alone)
+
+
+def _print_gateway(alone: dict[str, Any]) -> None:
+    """Each setting's phases, direct against gatewayed (the gateway's CPU and its wait for
+    a CPU beside them: on a shared machine the second explains a tail); the spaced
+    streams and the metering check; then the headline."""
+    figures = alone["details"]["gateway"]
+    options = figures["options"]
+    table = Table(
+        title=f"ms, direct/gatewayed: {options['rate_pairs_per_s']:g} pairs/s, at most "
+        f"{options['in_flight']} in flight, {options['request_bytes'] // 1024} KiB requests",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for column in ("gates", "answer", "TTFB p50", "TTFB p95", "added p95", "total p95"):
+        table.add_column(column, justify="right")
+    table.add_column("CPU/req", justify="right")
+    table.add_column("wait", justify="right")
+    settings = [figures[name] for name in ("one_gate", "many_gates")]
+    for setting in settings:
+        for answer in ("sse", "json", "spaced"):
+            phase = setting[answer]
+            ttfb, total, cpu = phase["ttfb"], phase["total"], phase["cpu"]
+            wait = cpu["gateway_thread_cpu_wait_ms_per_request"]
+            table.add_row(
+                str(setting["gates"]),
+                answer,
+                f"{ttfb['direct_ms_p50']:.1f}/{ttfb['gateway_ms_p50']:.1f}",
+                f"{ttfb['direct_ms_p95']:.1f}/{ttfb['gateway_ms_p95']:.1f}",
+                f"{ttfb['added_ms_p95']:+.1f} {ttfb['ratio_p95']:.1f}x",
+                f"{total['direct_ms_p95']:.0f}/{total['gateway_ms_p95']:.0f}",
+                f"{cpu['process_cpu_ms_per_request']:.2f}",
+                "n/a" if wait is None else f"{wait:.2f}",
+            )
+    console.print(table)
+    for setting in settings:
+        delay, gap = setting["spaced"]["event_delay"], setting["spaced"]["event_gap"]
+        metering = setting["metering"]
+        console.print(
+            f"{setting['gates']} gate(s): events {options['gap_ms']:g} ms apart: transit p95 "
+            f"{delay['direct_ms_p95']}/{delay['gateway_ms_p95']} ms, gap p95 "
+            f"{gap['direct_ms_p95']}/{gap['gateway_ms_p95']} ms; metered "
+            f"{metering['metered_requests']} of {metering['gatewayed_requests']} gatewayed "
+            f"requests, {metering['gates_metered_exactly']} of {metering['gates']} gates "
+            f"exactly, {metering['incomplete_or_failed']} incomplete or failed"
+        )
+    load = figures["load_average"]
+    console.print(
+        "CPU/req: this process's CPU (the gateway's) per gatewayed request; wait: its loop "
+        "thread's time ready to run but without a CPU, per request (ms); load average "
+        f"before {load['before']}, after {load['after']}"
+    )
     _print_headline(alone)
