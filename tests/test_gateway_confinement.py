@@ -131,6 +131,11 @@ def test_a_hostile_actor_reaches_its_provider_only_with_its_token(
     assert usage["provider_requests"] == 1 and usage["refused_requests"] == 5
     assert usage["models"][0]["requests"] == 1
 
+    # Its whole environment (printed into its kept stdout) holds the token, not the key.
+    environment = said["environment"]["values"]
+    assert KEY not in json.dumps(environment)
+    assert environment["ANTHROPIC_API_KEY"].startswith("sk-episode-")
+    assert set(environment) >= {"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "PATH", "HOME"}
     # The key is nowhere in the run or the endpoint; the token never left the evaluator.
     endpoint = Path(json.loads(attempt.endpoint_mapping.read_text())["endpoint"])
     assert _files_holding(run_dir, KEY.encode()) == []

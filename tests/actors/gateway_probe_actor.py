@@ -72,6 +72,7 @@ def dns() -> str:
         return type(exc).__name__
 
 
+say("environment", values=dict(os.environ))  # kept in its stdout log: searched for the key
 say("token", status=call("/v1/messages"))
 say("wrong_token", status=call("/v1/messages", token="sk-not-the-token"))
 say("route", status=call("/v1/complete"))
