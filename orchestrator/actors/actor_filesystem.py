@@ -28,7 +28,6 @@ import ctypes
 import errno
 import functools
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -36,6 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mailroom.orchestrator.actors.descriptor_handoff import (
+    handoff_pair,
+    receive_descriptor,
+    send_descriptor,
+)
 from mailroom.orchestrator.actors.lifetime import loaded_libc
 from mailroom.orchestrator.actors.limits import ActorLimits
 
@@ -179,7 +183,7 @@ class ActorFilesystem:
         self.inodes = limits.scratch_quota_files
         self.owner = (owner_uid, owner_gid)
         self._root: int | None = None
-        self._parent, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._parent, self._child = handoff_pair()
         # Descriptor numbers the sandbox's command names; the child puts each folder there.
         self.bwrap_fds: dict[str, int] = {}
         try:
@@ -226,27 +230,19 @@ class ActorFilesystem:
                 folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)
                 os.dup2(folder, targets[name])
                 os.close(folder)
-            socket.send_fds(child, [b"1"], [root])
+            send_descriptor(child, root)
 
         return step
 
     def receive(self) -> None:
-        """The tmpfs's root from the spawned child (after the spawn returned)."""
-        self._child.close()
-        self._parent.settimeout(RECEIVE_TIMEOUT_S)
+        """The tmpfs's root from the spawned child (after the spawn returned): the root is
+        all a live episode holds of it."""
         try:
-            _, fds, _, _ = socket.recv_fds(self._parent, 1, 1)
+            self._root = receive_descriptor(
+                self._parent, self._child, RECEIVE_TIMEOUT_S, "the actor's tmpfs root"
+            )
         except OSError as exc:
-            raise ActorFilesystemError(f"the actor's tmpfs root was not received: {exc}") from exc
-        finally:
-            self._parent.close()  # the root is all a live episode holds of it
-        for fd in fds:  # received inheritable: never handed to a later child
-            os.set_inheritable(fd, False)
-        if len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            raise ActorFilesystemError("the actor's tmpfs root was not received")
-        self._root = fds[0]
+            raise ActorFilesystemError(str(exc)) from exc
 
     @property
     def device(self) -> int | None:

@@ -29,6 +29,11 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from mailroom.orchestrator.actors.descriptor_handoff import (
+    handoff_pair,
+    receive_descriptor,
+    send_descriptor,
+)
 from mailroom.orchestrator.actors.lifetime import loaded_libc
 
 CLONE_NEWNET = 0x40000000
@@ -113,7 +118,7 @@ class ActorNetwork:
         self._parent: socket.socket | None = None
         self._child: socket.socket | None = None
         if confined:
-            self._parent, self._child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._parent, self._child = handoff_pair()
         else:
             self._listener = _listener(0)
 
@@ -145,7 +150,7 @@ class ActorNetwork:
             _loopback_up()
             listener = _listener(GATEWAY_PORT)
             try:
-                socket.send_fds(child, [b"1"], [listener.fileno()])
+                send_descriptor(child, listener.fileno())
             finally:
                 listener.close()
             child.close()
@@ -157,20 +162,13 @@ class ActorNetwork:
         if not self.confined:
             return
         assert self._parent is not None and self._child is not None
-        self._child.close()
-        self._parent.settimeout(RECEIVE_TIMEOUT_S)
         try:
-            _, fds, _, _ = socket.recv_fds(self._parent, 1, 1)
+            fd = receive_descriptor(
+                self._parent, self._child, RECEIVE_TIMEOUT_S, "the actor's gateway socket"
+            )
         except OSError as exc:
-            raise ActorNetworkError(f"the actor's gateway socket was not received: {exc}") from exc
-        finally:
-            self._parent.close()
-        if len(fds) != 1:
-            for fd in fds:
-                os.close(fd)
-            raise ActorNetworkError("the actor's gateway socket was not received")
-        self._listener = socket.socket(fileno=fds[0])  # not inheritable: never handed on
-        self._listener.set_inheritable(False)
+            raise ActorNetworkError(str(exc)) from exc
+        self._listener = socket.socket(fileno=fd)
 
     def take_listener(self) -> socket.socket:
         """The listening socket, now the caller's (the gateway serves and closes it)."""

@@ -45,8 +45,8 @@ PROVIDER_APIS: dict[ProviderKind, ProviderApi] = {
 CREDENTIAL_HEADERS = frozenset(
     {"x-api-key", "authorization", "proxy-authorization", "cookie", "openai-organization"}
 )
-# Hop-by-hop headers (RFC 9110 7.6.1) and those the gateway sets itself.
-NOT_FORWARDED = frozenset(
+# Hop-by-hop headers (RFC 9110 7.6.1): never passed on, either way.
+HOP_BY_HOP = frozenset(
     {
         "connection",
         "keep-alive",
@@ -55,32 +55,22 @@ NOT_FORWARDED = frozenset(
         "trailer",
         "transfer-encoding",
         "upgrade",
-        "host",
-        "content-length",
-        "accept-encoding",
-        "expect",
-        "forwarded",
-        "x-forwarded-for",
-        "x-forwarded-host",
-        "x-forwarded-proto",
     }
 )
-NOT_RETURNED = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "content-encoding",
-        "set-cookie",
-        "server",
-        "date",
-    }
-)
+# And those the gateway sets itself, or that would say where the request came from.
+NOT_FORWARDED = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "expect",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+}
+# The answer's length and encoding are the gateway's own (it streams it decoded); the
+# provider's cookies, server and date are not the agent's business.
+NOT_RETURNED = HOP_BY_HOP | {"content-length", "content-encoding", "set-cookie", "server", "date"}
 
 
 def presented_token(headers: dict[str, str]) -> str | None:
