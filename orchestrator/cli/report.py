@@ -256,13 +256,22 @@ def models_table(u: UsageSummary) -> Table:
     return table
 
 
+SOURCE_SHOWN = 80  # characters of a price table's source in the report
+
+
 def price_table_line(gateway: ProviderGatewayRecord) -> str:
     """Where the run's costs come from: the provider and its price table."""
     table = gateway.price_table
     whose = "the coordinator's file" if table.user_file else "the built-in table"
+    # Its source (URLs, notes) can run to pages: the first words, the rest in --json.
+    source = (
+        table.source
+        if len(table.source) <= SOURCE_SHOWN
+        else (table.source[: SOURCE_SHOWN - 1].rstrip() + "…")
+    )
     return (
-        f"prices: {gateway.provider}, {whose} from {table.source}, retrieved "
-        f"{table.retrieved} (sha256 {table.sha256[:12]})"
+        f"prices: {gateway.provider}, {whose} ({source}), retrieved "
+        f"{table.retrieved} (sha256 {table.sha256[:12]}; its source in full: --json)"
     )
 
 
