@@ -310,7 +310,7 @@ def test_the_usage_section_fits_80_columns_and_escapes_model_names(tmp_path: Pat
     assert "\n [bold " in text  # the model table's row, as written
     assert "every answer named the declared model (claude-test-1) in 1 of 3 metered" in said
     assert "(1 with nothing to verify)" in said
-    assert "prices: anthropic, the built-in table from https://www.anthropic.com/pricing" in said
+    assert "prices: anthropic, the built-in table (https://www.anthropic.com/pricing)" in said
     assert "provider budget spent: 1 episode(s) truncated (provider_budget" in said
     assert "provider unavailable: 1 episode(s) ended infrastructure_error" in said
     assert "the infrastructure's failure, not the method's" in said
@@ -418,3 +418,18 @@ def test_costs_read_as_dollars_never_rounded_away(value: float | None, shown: st
     if value:
         assert usd_text(-value, signed=True) == "-" + shown
         assert usd_text(value, signed=True) == "+" + shown
+
+
+def test_a_long_price_table_source_is_shortened_in_the_report_not_in_json() -> None:
+    from mailroom.orchestrator.cli.report import SOURCE_SHOWN, price_table_line
+    from mailroom.orchestrator.records.manifest import ProviderGatewayRecord
+
+    long_source = "prices read from " + "https://example.invalid/page " * 40
+    record = ProviderGatewayRecord.model_validate(
+        {**GATEWAY, "price_table": {**GATEWAY["price_table"], "source": long_source}}
+    )
+    line = price_table_line(record)
+    assert "…" in line and "its source in full: --json" in line
+    assert len(line) < SOURCE_SHOWN + 160
+    short = ProviderGatewayRecord.model_validate(GATEWAY)
+    assert GATEWAY["price_table"]["source"] in price_table_line(short)
