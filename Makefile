@@ -9,19 +9,20 @@ LOCK := requirements/lock.txt
 # LIBERO-Plus's package, alone: its metadata pins numpy<2 (see the file).
 PLUS_LOCK := requirements/liberoplus.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
-SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
+SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
 export PYOPENGL_PLATFORM := egl
 
-# The agent CLIs that real-CLI profiles run (Claude Code, Codex CLI), pinned with their
-# hashes by an npm lockfile and installed into an ignored folder.
+# The agent CLIs that real-CLI profiles run: each agent folder's install.json
+# (agents/<name>/), pinned together with their hashes by one npm lockfile and installed
+# into an ignored folder.
 AGENT_CLIS := agent_clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
+AGENT_SPECS := $(wildcard agents/*/install.json)
 
 .PHONY: demo test test-fast lint typecheck system-deps agent-clis lock clean
 
-# Order-only: a changed npm lockfile reinstalls the CLIs, not the venv.
-$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) | $(AGENT_CLIS_STAMP)
+$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
 	@$(MAKE) --no-print-directory system-deps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -37,20 +38,12 @@ $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) | $(AGENT_CLIS_STAMP)
 		os.path.exists(t) or shutil.copyfile(os.path.join(d, 'macros.py'), t)" 2>/dev/null
 	@touch $(STAMP)
 
-# Both packages are a launcher plus a native binary in a platform package that the
-# lockfile lists as an optional dependency (all from the npm registry; nothing else is
-# downloaded). npm runs no install script here: Claude Code's only one (install.cjs)
-# links its platform binary over the bin/claude.exe placeholder, run below as itself;
-# Codex has none. Each CLI's --version proves its native binary is in place.
-$(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json
-	@$(MAKE) --no-print-directory system-deps
-	cd $(AGENT_CLIS) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-	cd $(AGENT_CLIS) && node node_modules/@anthropic-ai/claude-code/install.cjs
-	@# Run with a throw-away home: the CLIs keep state there (Codex even for --version).
-	@home=$$(mktemp -d) && trap 'rm -rf "$$home"' EXIT && \
-		HOME=$$home CODEX_HOME=$$home $(AGENT_CLIS)/node_modules/.bin/claude --version && \
-		{ HOME=$$home CODEX_HOME=$$home $(AGENT_CLIS)/node_modules/.bin/codex --version 2>/dev/null \
-		|| { echo "codex does not start"; exit 1; }; }
+# Order-only on the venv (its Python reads the specs): a changed spec or lockfile
+# reinstalls the CLIs, a changed source file does not. npm runs no install script; each
+# spec's after_install steps do what is needed, and its check proves the CLI starts
+# (orchestrator/actors/agent_installation.py). Everything comes from the npm registry.
+$(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json $(AGENT_SPECS) | $(STAMP)
+	$(BIN)/python -m mailroom.orchestrator.actors.agent_installation install
 	@touch $@
 
 agent-clis: $(AGENT_CLIS_STAMP)
@@ -94,7 +87,7 @@ lock: $(UV)
 	$(UV) pip compile --quiet pyproject.toml --extra dev --extra ray --extra plus --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 
-demo: $(STAMP)
+demo: $(STAMP) $(AGENT_CLIS_STAMP)
 	$(BIN)/mailroom demo
 
 # lint-imports: the layers of orchestrator/README.md's map ([tool.importlinter] in pyproject.toml).
@@ -105,15 +98,15 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
-	$(BIN)/mypy tests AgentPolicies setup.py
+	$(BIN)/mypy tests setup.py
 
 # The slowest tests are listed at the end: the suite is kept under about 35 minutes.
-test: $(STAMP) lint typecheck
+test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
 	$(BIN)/pytest --durations=40
 
 # For a quick look while working: lint, types and the tests that need no simulator,
 # no Ray cluster and no long soak (make test runs everything).
-test-fast: $(STAMP) lint typecheck
+test-fast: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
 	$(BIN)/pytest -q -m "not sim and not cluster and not slow and not stress"
 
 clean:

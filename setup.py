@@ -13,6 +13,7 @@ FOLDERS = {
     "mailroom.orchestrator": "orchestrator",
     "mailroom.schemas": "schemas",
     "mailroom.prompts": "prompts",
+    "mailroom.agents": "agents",
 }
 
 

@@ -32,7 +32,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = [pytest.mark.sim, pytest.mark.cluster]
 
-DIAGNOSTIC = "AgentPolicies/scripted_diagnostic/actor.py"
+DIAGNOSTIC = "agents/scripted_diagnostic/actor.py"
 
 
 @pytest.fixture(scope="module")

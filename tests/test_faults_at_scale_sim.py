@@ -77,9 +77,7 @@ def _plan(tmp_path: Path) -> Path:
 def _profile(tmp_path: Path) -> Path:
     """The diagnostic profile with small ceilings: 256 MiB of memory, 16 MiB and 2,000
     entries of writable space, 64 processes."""
-    document = json.loads(
-        (REPO / "AgentPolicies" / "scripted_diagnostic" / "profile.json").read_text()
-    )
+    document = json.loads((REPO / "agents" / "scripted_diagnostic" / "profile.json").read_text())
     document["profile"] = "soak_diagnostic"
     document["limits"].update(
         memory_mb=256, scratch_quota_mb=16, scratch_quota_files=2000, processes=64

@@ -25,7 +25,7 @@ from para_copy import make_para_copy
 
 pytestmark = pytest.mark.sim
 
-DIAGNOSTIC = "AgentPolicies/scripted_diagnostic/actor.py"
+DIAGNOSTIC = "agents/scripted_diagnostic/actor.py"
 
 
 def test_a_paraphrase_runs_its_goal_scene_and_delivers_the_paraphrase(

@@ -35,7 +35,7 @@ pytestmark = pytest.mark.sim
 
 SUITE = "libero_plus_object"  # the one suite with offline tasks of all six categories
 SEED = 20260907
-DIAGNOSTIC = "AgentPolicies/scripted_diagnostic/actor.py"
+DIAGNOSTIC = "agents/scripted_diagnostic/actor.py"
 
 
 def first(category: str, base_task_index: int | None = None) -> PlusEntry:

@@ -15,21 +15,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import assert_usage_error, cli_plan, run_cli
+from conftest import REPO, assert_usage_error, cli_plan, run_cli
 from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.orchestrator.actors.actor_program import COPY_CAP_BYTES, SAFE_PATH
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.outer_identity import leftover_processes
 from mailroom.orchestrator.actors.profiles import (
-    AGENT_POLICIES,
     INSTRUCTION_FILES,
     MethodProfile,
     ProfileError,
     actor_instructions_template,
     declared_instructions,
     load_profile,
+    shipped_agents,
 )
-from mailroom.orchestrator.actors.sandbox import COPY_CAP_BYTES, SAFE_PATH, leftover_processes
 from mailroom.orchestrator.cli.launch import profile_actor_command
 from mailroom.orchestrator.records.layout import AttemptPaths
 
@@ -51,12 +52,22 @@ def open_folder() -> Iterator[Path]:
 
 
 def test_every_shipped_profile_loads_by_name() -> None:
-    names = sorted(p.parent.name for p in AGENT_POLICIES.glob("*/profile.json"))
-    assert {"anonymous_code_agent", "scripted_diagnostic", "networked_code_agent"} <= set(names)
-    for name in names:
+    """Each agent folder of the checkout is found through the package's resources, at
+    its real place (an editable install's links resolved)."""
+    on_disk = sorted(p.parent.name for p in (REPO / "agents").glob("*/profile.json"))
+    assert {"anonymous_code_agent", "scripted_diagnostic", "claude_code", "codex_cli"} <= set(
+        on_disk
+    )
+    assert list(shipped_agents()) == on_disk
+    for name in on_disk:
         loaded = load_profile(name)
         assert loaded.name == name
-        assert loaded.directory == AGENT_POLICIES / name
+        assert loaded.directory == REPO / "agents" / name
+
+
+def test_an_unknown_profile_name_lists_the_shipped_ones() -> None:
+    with pytest.raises(ProfileError, match=r"no method profile 'nobody'.*scripted_diagnostic"):
+        load_profile("nobody")
 
 
 def test_a_profile_loads_by_path_to_its_file_or_folder(tmp_path: Path) -> None:
@@ -98,7 +109,7 @@ def test_unknown_or_wrong_fields_are_refused_with_where(
 
 
 def test_unknown_names_and_paths_are_refused() -> None:
-    with pytest.raises(ProfileError, match=r"no method profile 'nope'.*known:"):
+    with pytest.raises(ProfileError, match=r"no method profile 'nope' among the shipped agents"):
         load_profile("nope")
     with pytest.raises(ProfileError, match="no profile at"):
         load_profile("/nonexistent/profile.json")

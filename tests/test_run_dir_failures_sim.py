@@ -20,7 +20,7 @@ from mailroom.mailbox.schemas import schema_errors
 pytestmark = pytest.mark.sim
 
 # The profile's own actor: copied into the sandbox, run by the system's Python.
-ACTOR = f"{{python}} {REPO / 'AgentPolicies/scripted_diagnostic/actor.py'} {{endpoint}}"
+ACTOR = f"{{python}} {REPO / 'agents/scripted_diagnostic/actor.py'} {{endpoint}}"
 
 
 def _mount(where: Path, size: str) -> None:
@@ -69,7 +69,7 @@ def _launch(
 
 def _no_partial_results(run_dir: Path) -> None:
     for result in run_dir.glob("episodes/*/result.json"):
-        assert schema_errors("mailroom.episode_result/v7", json.loads(result.read_text())) == []
+        assert schema_errors("mailroom.episode_result/v8", json.loads(result.read_text())) == []
 
 
 def test_evidence_that_cannot_be_written_ends_episodes_as_typed_errors(

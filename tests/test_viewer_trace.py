@@ -1,18 +1,27 @@
-"""An agent CLI's own account of its work (orchestrator/viewer/trace.py): both formats read
-as untrusted text, bounded, images never shown; the steps placed beside the policy calls by
-the mailbox names they name; and the attempt page's folded sections (no simulator, no
-browser: tests/test_viewer_browser.py opens such a page in Chromium)."""
+"""An agent CLI's own account of its work (orchestrator/viewer/trace.py, and the parsers
+it finds registered: agents/claude_code/trace.py, agents/codex_cli/trace.py): both formats
+read as untrusted text, bounded, images never shown; the steps placed beside the policy
+calls by the mailbox names they name; and the attempt page's folded sections (no
+simulator, no browser: tests/test_viewer_browser.py opens such a page in Chromium)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import re
+from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
-from mailroom.orchestrator.actors.profiles import TraceFormat
+from mailroom.agents.claude_code import trace as claude_trace
+from mailroom.agents.codex_cli import trace as codex_trace
+from mailroom.agents.gemini_cli import trace as gemini_trace
+from mailroom.orchestrator.actors.profiles import (
+    TRACE_PARSERS_GROUP,
+    load_profile,
+    shipped_agents,
+)
 from mailroom.orchestrator.campaign.manifest import declaration_sha256
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer import trace as trace_module
@@ -21,11 +30,11 @@ from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import read_timeline
 from mailroom.orchestrator.viewer.trace import (
     MAX_ITEM_CHARS,
-    PARSERS,
     Step,
     assign,
     declared_trace,
     parse_trace,
+    trace_parsers,
 )
 from test_export import make_run, write_result
 
@@ -88,8 +97,65 @@ def claude_episode(result_text: str = "done") -> bytes:
     )
 
 
-def test_every_declared_format_has_a_reader() -> None:
-    assert set(PARSERS) == set(get_args(TraceFormat))
+def test_the_registry_holds_exactly_the_formats_the_shipped_agents_declare() -> None:
+    assert dict(trace_parsers()) == {
+        "claude_stream_json": claude_trace.PARSER,
+        "codex_json": codex_trace.PARSER,
+        "gemini_stream_json": gemini_trace.PARSER,
+    }
+    declared = {
+        actor.trace
+        for actor in (load_profile(name).profile.actor for name in shipped_agents())
+        if actor is not None and actor.trace is not None
+    }
+    assert declared == set(trace_parsers())
+
+
+def test_a_format_nobody_registered_is_said_and_not_read() -> None:
+    unknown = parse_trace(claude_episode(), "some_future_format")
+    assert unknown.format == "some_future_format" and not unknown.readable
+    assert unknown.steps == [] and unknown.problems == [
+        "the format 'some_future_format' is not one this viewer reads "
+        "(claude_stream_json, codex_json, gemini_stream_json)"
+    ]
+
+
+def test_an_entry_point_that_fails_to_load_or_names_no_parser_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    group = TRACE_PARSERS_GROUP
+    points = [
+        EntryPoint("missing", "mailroom.agents.no_such_agent.trace:PARSER", group),
+        EntryPoint("not_callable", "mailroom.orchestrator.viewer.trace:MAX_STEPS", group),
+        EntryPoint("claude_stream_json", "mailroom.agents.claude_code.trace:PARSER", group),
+    ]
+
+    def registered(*, group: str) -> list[EntryPoint]:
+        return points if group == TRACE_PARSERS_GROUP else []
+
+    monkeypatch.setattr(trace_module, "entry_points", registered)
+    trace_parsers.cache_clear()
+    try:
+        assert dict(trace_parsers()) == {"claude_stream_json": claude_trace.PARSER}
+        assert parse_trace(b"{}\n", "missing").problems == [
+            "the format 'missing' is not one this viewer reads (claude_stream_json)"
+        ]
+    finally:
+        trace_parsers.cache_clear()
+
+
+def test_a_plug_in_parser_that_raises_loses_only_its_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def fragile(record: dict[str, object], line: int, *_: object) -> bool:
+        if record.get("boom"):
+            raise KeyError("boom")
+        return claude_trace.PARSER(record, line, *_)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trace_module, "trace_parsers", lambda: {"fragile": fragile})
+    trace = parse_trace(b'{"boom": 1}\n' + claude_episode(), "fragile")
+    assert trace.problems[0] == "the fragile parser failed on it (KeyError): line 1: left out"
+    assert [s.kind for s in trace.steps][-1] == "result"
 
 
 def test_a_claude_stream_json_account_in_order_with_results_and_no_image_data() -> None:
@@ -449,3 +515,62 @@ def test_real_cli_accounts_are_read_and_placed_per_decision(fmt: str, name: str)
         assert any(f"obs-{sequence}.json" in (s.call.text if s.call else "") for s in calls)
         assert any(f"resp-{sequence}.json" in (s.call.text if s.call else "") for s in calls)
     assert any("closed.json" in (s.call.text if s.call else "") for s in placed.after)
+
+
+def gemini_episode() -> bytes:
+    """A Gemini CLI stream-json account: an answer in pieces, two shell calls (one
+    failing), a warning and the final result."""
+
+    def line(**fields: Any) -> str:
+        return json.dumps({"timestamp": "2026-12-06T08:00:00Z", **fields})
+
+    shell = "run_shell_command"
+    return (
+        "\n".join(
+            [
+                line(type="init", session_id="s", model="gemini-x"),
+                line(type="message", role="user", content="the instructions"),
+                line(type="message", role="assistant", content="I read ", delta=True),
+                line(type="message", role="assistant", content="obs-1.json first.", delta=True),
+                line(type="tool_use", tool_name=shell, tool_id="a", parameters={
+                    "command": "cat outbox/obs-1.json", "description": "look"}),
+                line(type="tool_result", tool_id="a", status="success", output="@@ obs 1"),
+                line(type="tool_use", tool_name=shell, tool_id="b", parameters={
+                    "command": "mv x inbox/resp-1.json"}),
+                line(type="tool_result", tool_id="b", status="error",
+                     error={"type": "shell", "message": "no such file"}),
+                line(type="error", severity="warning", message="Loop detected"),
+                line(type="message", role="assistant", content="Done."),
+                line(type="result", status="success", stats={"total_tokens": 9}),
+            ]
+        )
+        + "\n"
+    ).encode()  # fmt: skip
+
+
+def test_a_gemini_stream_json_account_joins_answer_pieces_and_pairs_results() -> None:
+    trace = parse_trace(gemini_episode(), "gemini_stream_json")
+    assert trace.readable and trace.problems == [] and trace.events == 11
+    kinds = [s.kind for s in trace.steps]
+    assert kinds == ["note", "input", "text", "tool", "tool", "error", "text", "result"]
+    note, _, answer, read, write, warning, done, result = trace.steps
+    assert note.text is not None and "gemini-x" in note.text.text
+    assert answer.text is not None and answer.text.text == "I read obs-1.json first."
+    assert read.tool == "run_shell_command" and read.marks == (1,)
+    assert read.output is not None and read.output.text == "@@ obs 1"
+    assert read.is_error is False and read.status == "success"
+    assert write.marks == (1,) and write.is_error is True
+    assert write.output is not None and write.output.text == "shell: no such file"
+    assert warning.text is not None and warning.text.text == "warning: Loop detected"
+    assert done.text is not None and done.text.text == "Done."
+    assert result.status == "success" and result.is_error is False
+
+
+def test_gemini_answer_pieces_past_the_limit_are_counted_not_kept() -> None:
+    piece = json.dumps(
+        {"type": "message", "role": "assistant", "content": "x" * 3000, "delta": True}
+    )
+    trace = parse_trace(f"{piece}\n{piece}\n{piece}\n".encode(), "gemini_stream_json")
+    (answer,) = trace.steps
+    assert answer.text is not None and len(answer.text.text) == MAX_ITEM_CHARS
+    assert answer.text.omitted == 9000 - MAX_ITEM_CHARS

@@ -1,4 +1,5 @@
-"""Loads a method profile, by name (under `AgentPolicies/`) or by path, as one typed model.
+"""Loads a method profile, by name (an agent folder the project ships, `agents/<name>/`)
+or by path, as one typed model.
 
 A profile is the whole method: its declared models, its actor command (used when
 `--actor` is omitted), the agent CLI installation it runs from, the fixed environment
@@ -11,10 +12,11 @@ versions a profile may name (each a frozen file of `prompts/`) are listed here.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,9 +25,9 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-# Strict editable installs link each module back to the repository.
-REPO_ROOT = Path(__file__).resolve().parents[2]
-AGENT_POLICIES = REPO_ROOT / "AgentPolicies"
+# The agents the project ships: one folder each under `agents/`, package data of
+# `mailroom.agents` (found the same way in a checkout and an installed wheel).
+AGENTS_PACKAGE = "mailroom.agents"
 PROFILE_FILE = "profile.json"
 PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MAX_PROFILE_BYTES = 1 << 20
@@ -37,11 +39,15 @@ INSTRUCTION_FILES: dict[str, str] = {
     "v2": "actor_instructions_v2.txt",
 }
 DEFAULT_INSTRUCTIONS = "v1"
-# Agent CLIs installed by the project from its npm lockfile (`make agent-clis`): the folder
-# an actor may run them from, bound read-only at `INSTALLATION_INSIDE` in its sandbox.
-AGENT_CLI_FOLDER = REPO_ROOT / "agent_clis" / "node_modules"
-TraceFormat = Literal["claude_stream_json", "codex_json"]
+# The trace formats agents register (`agents/<name>/trace.py`), by name: a profile's
+# `actor.trace` must name one, and the viewer reads an account with it.
+TRACE_PARSERS_GROUP = "mailroom.agent_traces"
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+
+
+def registered_trace_formats() -> list[str]:
+    """The trace formats installed agents register (their names only: nothing loaded)."""
+    return sorted({e.name for e in metadata.entry_points(group=TRACE_PARSERS_GROUP)})
 
 
 class ProfileError(ValueError):
@@ -100,16 +106,17 @@ class ActorDeclaration(_Strict):
     `/opt/actor`). `model_arguments` are appended when the coordinator names a model
     (`{model}`). `environment` holds fixed, public values every actor of the profile gets
     (telemetry off, where the agent keeps its own state). `installation` names the agent
-    CLI installation it runs from (`agent_clis`: the project's pinned npm install), whose
-    programs are on the actor's PATH. `trace` is the format of the agent's own account of
-    its work on standard output, kept privately and shown as not verified.
+    CLI installation it runs from (`agent_clis`: the project's npm install of every agent
+    folder's `install.json`, one lockfile), whose programs are on the actor's PATH.
+    `trace` names the format of the agent's own account of its work on standard output
+    (a parser its agent folder registers), kept privately and shown as not verified.
     """
 
     command: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(min_length=1)]
     model_arguments: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
     environment: dict[str, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict)
     installation: Literal["agent_clis"] | None = None
-    trace: TraceFormat | None = None
+    trace: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")] | None = None
 
     @field_validator("model_arguments")
     @classmethod
@@ -117,6 +124,17 @@ class ActorDeclaration(_Strict):
         if arguments and not any("{model}" in a for a in arguments):
             raise ValueError("model_arguments must contain {model}")
         return arguments
+
+    @field_validator("trace")
+    @classmethod
+    def _registered_trace(cls, trace: str | None) -> str | None:
+        known = registered_trace_formats()
+        if trace is not None and trace not in known:
+            raise ValueError(
+                f"no agent registers the trace format {trace!r} (registered: "
+                f"{', '.join(known) or 'none'}; entry points of {TRACE_PARSERS_GROUP})"
+            )
+        return trace
 
     @field_validator("environment")
     @classmethod
@@ -256,10 +274,22 @@ def _parse(path: Path) -> MethodProfile:
         raise ProfileError(f"the profile {path} is refused: {problems}") from exc
 
 
+def shipped_agents() -> dict[str, Path]:
+    """The agent folders the project ships, by name: each folder of `mailroom.agents`
+    holding a `profile.json`, at its real path (an editable install's links resolved, so
+    a profile's programs are found where they are)."""
+    found: dict[str, Path] = {}
+    for entry in resources.files(AGENTS_PACKAGE).iterdir():
+        profile = entry / PROFILE_FILE
+        if entry.is_dir() and PROFILE_NAME.match(entry.name) and profile.is_file():
+            found[entry.name] = Path(os.path.realpath(str(profile))).parent
+    return dict(sorted(found.items()))
+
+
 def load_profile(reference: str | Path) -> LoadedProfile:
-    """A profile by name (`AgentPolicies/<name>/profile.json`) or by path (a
-    `profile.json`, or a folder holding one). A path is anything with a `/` in it or
-    that ends in `.json`."""
+    """A profile by name (a shipped agent folder, `agents/<name>/profile.json`) or by
+    path (a `profile.json`, or a folder holding one, kept anywhere). A path is anything
+    with a `/` in it or that ends in `.json`."""
     text = str(reference)
     if "/" in text or text.endswith(".json") or isinstance(reference, Path):
         path = Path(text).expanduser()
@@ -269,19 +299,16 @@ def load_profile(reference: str | Path) -> LoadedProfile:
         return LoadedProfile(_parse(file), file.resolve().parent)
     if not PROFILE_NAME.match(text):
         raise ProfileError(f"{text!r} is not a profile name")
-    folder = AGENT_POLICIES / text
-    if not (folder / PROFILE_FILE).is_file():
-        known = sorted(p.parent.name for p in AGENT_POLICIES.glob(f"*/{PROFILE_FILE}"))
-        raise ProfileError(
-            f"no method profile {text!r} under {AGENT_POLICIES} (known: {', '.join(known)}); "
-            "name a profile folder or file by its path to use one kept elsewhere"
-        )
-    return LoadedProfile(_parse(folder / PROFILE_FILE), folder)
+    return LoadedProfile(_parse(profile_dir(text) / PROFILE_FILE), profile_dir(text))
 
 
 def profile_dir(profile: str) -> Path:
-    """The folder of a profile named under `AgentPolicies/`."""
-    path = AGENT_POLICIES / profile
-    if not path.is_dir():
-        raise FileNotFoundError(f"no method profile {profile!r} under {AGENT_POLICIES}")
-    return path
+    """The folder of a shipped agent named `profile`."""
+    shipped = shipped_agents()
+    if profile not in shipped:
+        raise ProfileError(
+            f"no method profile {profile!r} among the shipped agents "
+            f"({', '.join(shipped)}); name a profile folder or file by its path to use "
+            "one kept elsewhere"
+        )
+    return shipped[profile]

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import shlex
 import sys
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, cast
 
@@ -26,11 +24,11 @@ from mailroom.orchestrator.actors.launcher import ProcessLauncher, profile_launc
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import ceiling_problem
 from mailroom.orchestrator.actors.profiles import (
-    AGENT_POLICIES,
     LoadedProfile,
     MethodProfile,
     ProfileError,
     load_profile,
+    shipped_agents,
 )
 from mailroom.orchestrator.campaign.admission import (
     MemoryPolicy,
@@ -57,6 +55,7 @@ from mailroom.orchestrator.cli.exits import (
 from mailroom.orchestrator.cli.options import (
     confinement_option,
     console,
+    default_run_dir,
     json_option,
     mailbox_root_option,
     para_dir_option,
@@ -82,14 +81,10 @@ from rich.markup import escape
 from rich.progress import Progress
 
 
-def _new_run_id() -> str:
-    return "run-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
-
-
 def load_profile_option(
     reference: str, model: str | None = None, *, model_passed: bool = True
 ) -> LoadedProfile:
-    """`--profile` (a name under AgentPolicies/ or a path) with `--model` declared."""
+    """`--profile` (a shipped agent's name, agents/<name>/, or a path) with `--model` declared."""
     try:
         loaded = load_profile(reference)
         profile = loaded.profile.with_model(model, passed=model_passed)
@@ -463,7 +458,10 @@ def recorded_profile(manifest: dict[str, Any], folder: Path | None) -> LoadedPro
     the same method), and the folder its programs come from."""
     section = manifest["profile"]
     if folder is None or not folder.is_dir():
-        folder = AGENT_POLICIES / str(section["name"])
+        # Gone (a run made before the agents moved to agents/, or on another machine):
+        # the shipped agent of that name, whose programs the manifest check compares.
+        shipped = shipped_agents().get(str(section["name"]))
+        folder = shipped if shipped is not None else folder or Path(str(section["name"]))
     try:
         profile = MethodProfile.model_validate(section["declaration"])
     except ValueError:
@@ -702,8 +700,8 @@ def _use_price_table(ctx: click.Context, param: click.Parameter, value: Path | N
 @click.option(
     "--profile",
     required=True,
-    help="Method profile: a name under AgentPolicies/, or the path of a profile.json (or "
-    "of a folder holding one).",
+    help="Method profile: a shipped agent's name (agents/<name>/), or the path of a "
+    "profile.json (or of a folder holding one).",
 )
 @click.option(
     "--model",
@@ -712,7 +710,7 @@ def _use_price_table(ctx: click.Context, param: click.Parameter, value: Path | N
     "command and recorded as declared, unverified (default: the actor's own, unknown).",
 )
 @para_dir_option()
-@run_dir_option("The run directory itself (default: new, under the profile's results/).")
+@run_dir_option("The run directory itself (default: new, under runs/<profile>/ here).")
 @mailbox_root_option()
 @click.option(
     "--actor",
@@ -846,7 +844,7 @@ def launch(
         )
     refuse_unset_environment(loaded, actor_command is not None)
     if run_dir is None:
-        run_dir = loaded.directory / "results" / _new_run_id()
+        run_dir = default_run_dir(loaded.name)
     try:
         resolved = resolve_confinement(
             requested=cast(ConfinementMode | None, confinement),

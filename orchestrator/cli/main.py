@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
@@ -20,19 +19,13 @@ from mailroom.orchestrator.cli.exits import EXIT_EPISODE_ERROR, EXIT_OK  # noqa:
 from mailroom.orchestrator.cli.options import (  # noqa: E402
     confinement_option,
     console,
+    default_run_dir,
     json_option,
     mailbox_root_option,
     run_dir_option,
     watch_mode_option,
 )
 from mailroom.orchestrator.records.result import EpisodeResult  # noqa: E402
-
-
-def _new_run_dir(profile: str, label: str) -> Path:
-    from mailroom.orchestrator.actors.profiles import profile_dir
-
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return profile_dir(profile) / "results" / f"{label}-{stamp}"
 
 
 def _confinement_words(result: EpisodeResult) -> str:
@@ -114,7 +107,7 @@ def main() -> None:
 
 @main.command()
 @json_option("Print the episode result document.")
-@run_dir_option("The run's private directory (default: new, under the profile's results/).")
+@run_dir_option("The run's private directory (default: new, under runs/<profile>/ here).")
 @mailbox_root_option("Where the opaque endpoint is created (default: a new temporary directory).")
 @watch_mode_option()
 @confinement_option("Run the diagnostic actor in the sandbox, or explicitly unconfined.", "sandbox")
@@ -154,7 +147,7 @@ def demo(
         response_timeout_s=120.0,
         watch_mode=cast(WatchMode, watch_mode),
     )
-    run_dir = run_dir or _new_run_dir(profile, "demo")
+    run_dir = run_dir or default_run_dir(profile, "demo")
     # A run of one case like any other, so report, audit and export read it.
     plan = build_plan("task_coverage", suite=DEMO_CASE.suite, task_ids=[DEMO_CASE.task_index])
     (case,) = plan.to_cases()

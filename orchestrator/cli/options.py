@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar, get_args
 
@@ -15,6 +17,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., object])
+
+
+# Where a run goes when no --run-dir is given: under the current folder, one folder per
+# profile (never inside the profile's own folder, which may be an installed package's).
+RUNS_FOLDER = Path("runs")
+
+
+def default_run_dir(profile: str, label: str = "run") -> Path:
+    """A new run directory `runs/<profile>/<label>-<UTC time>-<4 hex>`, not yet made."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return (RUNS_FOLDER / profile / f"{label}-{stamp}-{secrets.token_hex(2)}").absolute()
 
 
 def json_option(

@@ -46,12 +46,12 @@ from mailroom.orchestrator.viewer.readable import (
 )
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, Decision, ShownText
 from mailroom.orchestrator.viewer.trace import (
-    PARSERS,
     Assignment,
     Clipped,
     Step,
     Trace,
     assign,
+    trace_parsers,
 )
 
 CSP = (
@@ -177,7 +177,7 @@ def _gateway(report: Report) -> str:
 def _identity(manifest: dict[str, Any], report: Report) -> str:
     settings = manifest.get("settings", {})
     protocol = manifest.get("protocol", {})
-    confinement = manifest.get("confinement", {})
+    confinement = manifest.get("confinement") or {}
     blinding = manifest.get("blinding", {})
     cases = protocol.get("cases")
     pairs = [
@@ -634,7 +634,7 @@ def _account_notes(trace_format: str | None, trace: Trace | None, *, live: bool)
             "output kept</p>"
         )
     problems = "; ".join(trace.problems)
-    if not trace.readable and live and trace_format in PARSERS:
+    if not trace.readable and live and trace_format in trace_parsers():
         return (
             f'<p class="missing">the actor\'s own account ({esc(trace_format)}): no step of it '
             "read yet</p>"

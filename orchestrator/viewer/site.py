@@ -30,7 +30,7 @@ from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
 from mailroom.orchestrator.viewer.pages import attempt_page, attempt_row, run_page
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
-from mailroom.orchestrator.viewer.trace import PARSERS, declared_trace, read_trace
+from mailroom.orchestrator.viewer.trace import declared_trace, read_trace, trace_parsers
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
@@ -76,7 +76,7 @@ def _account_note(trace_format: str | None, unreadable: int, attempts: int) -> s
     """The run page's word on the agents' own accounts, where one cannot be read."""
     if trace_format is None:
         return None
-    if trace_format not in PARSERS:
+    if trace_format not in trace_parsers():
         return (
             f"the profile declares the actor's own account in the format {trace_format!r}, "
             "which this viewer does not read: each attempt's captured output is shown as it is"

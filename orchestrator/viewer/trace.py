@@ -1,26 +1,19 @@
 """An agent CLI's own account of its work, read from its captured standard output.
 
 A method profile may declare `"actor": {"trace": FORMAT}`: its actor is an agent CLI
-whose standard output (`actor-stdout.log`) is a machine-readable account of what it did.
-Two formats are read:
-
-- `claude_stream_json` (`claude -p --output-format stream-json --verbose`): one JSON
-  object a line; `assistant` messages hold `text`, `thinking` and `tool_use` blocks,
-  `user` messages hold the `tool_result` blocks answering them (by `tool_use_id`), and a
-  final `result` message closes the session.
-- `codex_json` (`codex exec --json`): one event a line; `item.started`, `item.updated`
-  and `item.completed` carry one item each (`agent_message`, `reasoning`,
-  `command_execution` with its `aggregated_output` and `exit_code`, `file_change`,
-  `mcp_tool_call`, `web_search`, `todo_list`, `error`, ...), the later events of an
-  item replacing what the earlier ones said; `turn.failed` and `error` report failures.
+whose standard output (`actor-stdout.log`) is a machine-readable account of what it did,
+one JSON object a line. This module knows no format: each is parsed by its agent's folder
+(`agents/<name>/trace.py`), registered by its name in pyproject.toml's
+`[project.entry-points."mailroom.agent_traces"]` (`trace_parsers`). A parser turns one
+event at a time into `Step`s with the vocabulary here; a format nobody registered is said,
+not read.
 
 Everything in it is untrusted: the agent wrote it, and a hostile actor may write anything
 on its standard output. It is read as data and never acted on; reading never raises on
 bad content. What is read is bounded: at most `MAX_TRACE_BYTES` of the file, lines of at
 most `MAX_LINE_BYTES`, at most `MAX_LINES` lines and `MAX_STEPS` steps, and each shown
-text at most
-`MAX_ITEM_CHARS` characters (`Clipped` says how many more there were). Images are never
-shown, only "[image]". What is left out is said (`Trace.problems`).
+text at most `MAX_ITEM_CHARS` characters (`Clipped` says how many more there were).
+Images are never shown, only "[image]". What is left out is said (`Trace.problems`).
 
 Placing steps beside policy calls (`assign`) is a reading aid, not evidence: the trace is
 the agent's own claim, and the rule only looks at the mailbox file names a step's
@@ -51,11 +44,15 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
 
+from mailroom.orchestrator.actors.profiles import TRACE_PARSERS_GROUP
 from mailroom.orchestrator.records.layout import AttemptPaths
 
 MAX_TRACE_BYTES = 64 << 20  # read of the captured output
@@ -159,15 +156,19 @@ def declared_trace(manifest: Mapping[str, Any]) -> str | None:
     return Clipped.of(str(trace), MAX_NAME_CHARS).text
 
 
-def _int(value: Any) -> int | None:
+def integer(value: Any) -> int | None:
+    """`value` if it is an int (a bool is not), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _name(value: Any) -> str | None:
+def short_name(value: Any) -> str | None:
+    """`value` if it is a string, cut to `MAX_NAME_CHARS` (a tool's name, a status)."""
     return Clipped.of(value, MAX_NAME_CHARS).text if isinstance(value, str) else None
 
 
-def _marks(text: str) -> tuple[tuple[int, ...], bool]:
+def mailbox_marks(text: str) -> tuple[tuple[int, ...], bool]:
+    """The policy calls `text` names by their mailbox files, and whether it names
+    `closed.json` (see `assign`)."""
     numbers: set[int] = set()
     closes = False
     for match in _MAILBOX_NAME.finditer(text):
@@ -180,7 +181,7 @@ def _marks(text: str) -> tuple[tuple[int, ...], bool]:
     return tuple(sorted(numbers)), closes
 
 
-def _as_text(value: Any) -> str:
+def as_text(value: Any) -> str:
     """An input or a structured result as text: a string as it is, anything else as
     indented JSON."""
     if isinstance(value, str):
@@ -191,8 +192,29 @@ def _as_text(value: Any) -> str:
         return "[not shown: cannot be written as text]"
 
 
-def _tool_call(line: int, tool: str | None, call_text: str) -> Step:
-    marks, closes = _marks(call_text)
+def result_text(content: Any) -> str:
+    """A tool result's content: a string, or blocks of text and images (never shown)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return as_text(content)
+    parts: list[str] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "image":
+            parts.append("[image]")
+        else:
+            parts.append(f"[{short_name(kind) or 'content'}]")
+    return "\n".join(parts)
+
+
+def tool_call(line: int, tool: str | None, call_text: str) -> Step:
+    """A tool call's step, marked by the mailbox names in the whole of `call_text`."""
+    marks, closes = mailbox_marks(call_text)
     return Step(
         "tool",
         line,
@@ -203,8 +225,9 @@ def _tool_call(line: int, tool: str | None, call_text: str) -> Step:
     )
 
 
-class _Reader:
-    """Collects steps and what was left out, both bounded."""
+class TraceReader:
+    """Collects steps and what was left out, both bounded: `add` refuses a step past
+    `MAX_STEPS` (and returns None)."""
 
     def __init__(self, fmt: str) -> None:
         self.trace = Trace(fmt)
@@ -232,212 +255,31 @@ class _Reader:
         return self.trace
 
 
-# Claude Code, `--output-format stream-json --verbose`.
+class TraceParser(Protocol):
+    """Reads one event of its format: `record` is the JSON object on trace line `line`.
+    Its steps go to `reader`; `ids` (one per trace) lets a later event find the step an
+    earlier one made. Returns whether `record` is an event of the format."""
+
+    def __call__(
+        self, record: dict[str, Any], line: int, reader: TraceReader, ids: dict[str, Step], /
+    ) -> bool: ...
 
 
-def _claude_result_text(content: Any) -> str:
-    """A tool result's content: a string, or blocks of text and images (never shown)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return _as_text(content)
-    parts: list[str] = []
-    for block in content:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind == "image":
-            parts.append("[image]")
-        else:
-            parts.append(f"[{_name(kind) or 'content'}]")
-    return "\n".join(parts)
-
-
-def _claude(record: dict[str, Any], line: int, reader: _Reader, calls: dict[str, Step]) -> bool:
-    kind = record.get("type")
-    message = record.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if kind == "system":
-        subtype = _name(record.get("subtype"))
-        model = _name(record.get("model"))
-        if subtype == "init":
-            said = "session started" + (f" (model {model}, as the agent says)" if model else "")
-        else:
-            said = f"system: {subtype or '?'}"
-        reader.add(Step("note", line, text=Clipped.of(said)))
-        return True
-    if kind == "assistant":
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        if isinstance(record.get("error"), str):
-            reader.add(Step("error", line, text=Clipped.of(f"error: {record['error']}")))
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            part = block.get("type")
-            if part == "text" and isinstance(block.get("text"), str):
-                reader.add(Step("text", line, text=Clipped.of(block["text"])))
-            elif part == "thinking" and isinstance(block.get("thinking"), str):
-                reader.add(Step("thinking", line, text=Clipped.of(block["thinking"])))
-            elif part == "redacted_thinking":
-                reader.add(Step("thinking", line, text=Clipped.of("[redacted thinking]")))
-            elif isinstance(part, str) and part.endswith("tool_use"):
-                tool_input = block.get("input")
-                command = tool_input.get("command") if isinstance(tool_input, dict) else None
-                text = command if isinstance(command, str) else _as_text(tool_input)
-                step = reader.add(_tool_call(line, _name(block.get("name")), text))
-                call_id = block.get("id")
-                if step is not None and isinstance(call_id, str) and len(calls) < MAX_STEPS:
-                    calls[call_id] = step
-        return True
-    if kind == "user":
-        if isinstance(content, str):
-            reader.add(Step("input", line, text=Clipped.of(content)))
-            return True
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            part = block.get("type")
-            if part == "tool_result":
-                call_id = block.get("tool_use_id")
-                answered = calls.get(call_id) if isinstance(call_id, str) else None
-                if answered is None or answered.output is not None:
-                    answered = reader.add(Step("tool", line, tool="(a call not in the trace)"))
-                if answered is not None:
-                    answered.output = Clipped.of(_claude_result_text(block.get("content")))
-                    error = block.get("is_error")
-                    answered.is_error = error if isinstance(error, bool) else None
-            elif part == "text" and isinstance(block.get("text"), str):
-                reader.add(Step("input", line, text=Clipped.of(block["text"])))
-            elif part == "image":
-                reader.add(Step("input", line, text=Clipped.of("[image]")))
-        return True
-    if kind == "result":
-        result = record.get("result")
-        error = record.get("is_error")
-        reader.add(
-            Step(
-                "result",
-                line,
-                text=Clipped.of(result if isinstance(result, str) else ""),
-                is_error=error if isinstance(error, bool) else None,
-                status=_name(record.get("subtype")),
-            )
-        )
-        return True
-    return kind == "stream_event"  # partial messages: the whole ones say it all
-
-
-# Codex, `codex exec --json` (codex-rs/exec/src/exec_events.rs).
-
-
-def _codex_item(item: dict[str, Any], step: Step) -> None:
-    """Fill `step` from the latest state of its item."""
-    kind = item.get("type")
-    status = _name(item.get("status"))
-    step.status = status
-    if kind in ("agent_message", "reasoning", "plan"):
-        text = item.get("text")
-        step.text = Clipped.of(text if isinstance(text, str) else "")
-    elif kind == "command_execution":
-        command = item.get("command")
-        step.tool = "command"
-        step.call = Clipped.of(command if isinstance(command, str) else _as_text(command))
-        step.marks, step.closes = _marks(command if isinstance(command, str) else "")
-        output = item.get("aggregated_output")
-        if isinstance(output, str) and (output or status != "in_progress"):
-            step.output = Clipped.of(output)
-        step.exit_code = _int(item.get("exit_code"))
-        step.is_error = None if status in (None, "in_progress") else status != "completed"
-    elif kind == "file_change":
-        changes = item.get("changes")
-        listed = [
-            f"{_name(c.get('kind')) or '?'} {c.get('path')}"
-            for c in (changes if isinstance(changes, list) else [])
-            if isinstance(c, dict) and isinstance(c.get("path"), str)
-        ]
-        text = "\n".join(listed)
-        step.tool = "file_change"
-        step.call = Clipped.of(text)
-        step.marks, step.closes = _marks(text)
-        step.is_error = status == "failed" if status else None
-    elif kind == "mcp_tool_call":
-        text = _as_text(item.get("arguments"))
-        step.tool = f"{_name(item.get('server')) or '?'}.{_name(item.get('tool')) or '?'}"
-        step.call = Clipped.of(text)
-        step.marks, step.closes = _marks(text)
-        result, error = item.get("result"), item.get("error")
-        if isinstance(error, dict):
-            step.output = Clipped.of(_as_text(error.get("message")))
-            step.is_error = True
-        elif isinstance(result, dict):
-            step.output = Clipped.of(_claude_result_text(result.get("content")))
-            step.is_error = False
-    elif kind == "web_search":
-        query = item.get("query")
-        step.tool = "web_search"
-        step.call = Clipped.of(query if isinstance(query, str) else "")
-    elif kind == "todo_list":
-        entries = item.get("items")
-        step.text = Clipped.of(
-            "\n".join(
-                f"[{'x' if e.get('completed') is True else ' '}] {e.get('text')}"
-                for e in (entries if isinstance(entries, list) else [])
-                if isinstance(e, dict)
-            )
-        )
-    elif kind == "error":
-        message = item.get("message")
-        step.text = Clipped.of(message if isinstance(message, str) else "")
-    else:
-        text = _as_text(item)
-        step.tool = _name(kind) or "(unknown item)"
-        step.call = Clipped.of(text)
-        step.marks, step.closes = _marks(text)
-
-
-_CODEX_KINDS: dict[str, StepKind] = {
-    "agent_message": "text",
-    "plan": "text",
-    "reasoning": "thinking",
-    "todo_list": "note",
-    "error": "error",
-}
-
-
-def _codex(record: dict[str, Any], line: int, reader: _Reader, items: dict[str, Step]) -> bool:
-    kind = record.get("type")
-    if kind in ("item.started", "item.updated", "item.completed"):
-        item = record.get("item")
-        if not isinstance(item, dict):
-            return False
-        item_id = item.get("id")
-        step = items.get(item_id) if isinstance(item_id, str) else None
-        if step is None:
-            item_kind = item.get("type")
-            made = Step(
-                _CODEX_KINDS.get(item_kind, "tool") if isinstance(item_kind, str) else "tool", line
-            )
-            step = reader.add(made)
-            if step is None:
-                return True
-            if isinstance(item_id, str) and len(items) < MAX_STEPS:
-                items[item_id] = step
-        _codex_item(item, step)
-        return True
-    if kind in ("turn.failed", "error"):
-        error = record.get("error") if kind == "turn.failed" else record
-        message = error.get("message") if isinstance(error, dict) else None
-        said = f"{kind}: {message if isinstance(message, str) else ''}"
-        reader.add(Step("error", line, text=Clipped.of(said)))
-        return True
-    return kind in ("thread.started", "turn.started", "turn.completed", "item.plan.delta")
-
-
-_Parser = Callable[[dict[str, Any], int, _Reader, dict[str, Step]], bool]
-PARSERS: dict[str, _Parser] = {"claude_stream_json": _claude, "codex_json": _codex}
+@cache
+def trace_parsers() -> Mapping[str, TraceParser]:
+    """The registered formats' parsers, by name. An entry point that cannot be loaded or
+    names no callable is left out: its format is then one this viewer does not read."""
+    found: dict[str, TraceParser] = {}
+    for point in sorted(entry_points(group=TRACE_PARSERS_GROUP), key=lambda p: p.name):
+        if point.name in found:
+            continue  # one distribution seen twice on the path (an editable install)
+        try:
+            parser = point.load()
+        except Exception:
+            continue
+        if callable(parser):
+            found[point.name] = parser
+    return MappingProxyType(found)
 
 
 def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -454,13 +296,14 @@ def _lines(data: bytes) -> Iterator[tuple[int, bytes]]:
 def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
     """The steps of a captured output in format `fmt` (an unknown format: none, said).
     `complete=False`: `data` is only the first part of the output."""
-    if fmt not in PARSERS:
-        readable = ", ".join(sorted(PARSERS))
+    parsers = trace_parsers()
+    if fmt not in parsers:
+        readable = ", ".join(sorted(parsers))
         return Trace(
             fmt, problems=[f"the format {fmt!r} is not one this viewer reads ({readable})"]
         )
-    parser = PARSERS[fmt]
-    reader = _Reader(fmt)
+    parser = parsers[fmt]
+    reader = TraceReader(fmt)
     ids: dict[str, Step] = {}
     open_line = None if data.endswith(b"\n") else data.count(b"\n") + 1
     # The orchestrator's cut marker is the output's last line; anywhere else an actor
@@ -495,6 +338,9 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
             known = parser(record, number, reader, ids)
         except RecursionError:  # a structure too deep to write out
             known = False
+        except Exception as exc:  # an agent's parser is a plug-in: its fault is said
+            reader.leave_out(f"the {fmt} parser failed on it ({type(exc).__name__})", number)
+            continue
         if known:
             reader.trace.events += 1
         else:

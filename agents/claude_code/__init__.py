@@ -1,0 +1,1 @@
+"""The `claude_code` method profile: Claude Code as a confined actor, and its trace parser."""
