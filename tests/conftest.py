@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from mailroom.mailbox.endpoint import new_mailbox_root
-from mailroom.orchestrator.actors.sandbox import leftover_processes
+from mailroom.orchestrator.actors.outer_identity import leftover_processes
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -27,7 +27,7 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.sandbox import leftover_processes
+from mailroom.orchestrator.actors.outer_identity import leftover_processes
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
@@ -104,7 +104,7 @@ def _run(
         record=record,
         limits=limits,
     )
-    assert schema_errors("mailroom.episode_result/v7", result.document()) == []
+    assert schema_errors("mailroom.episode_result/v8", result.document()) == []
     assert result.confinement is not None and result.confinement.mode == confinement
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses

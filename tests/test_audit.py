@@ -32,22 +32,20 @@ from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
 from mailroom.orchestrator.actors.process import render_command
 from mailroom.orchestrator.actors.profiles import profile_dir
+from mailroom.orchestrator.audit.endpoint_walk import source_of
 from mailroom.orchestrator.audit.patterns import (
     Identifiers,
     build_identifiers,
     launch_identifiers,
     path_disclosures,
 )
-from mailroom.orchestrator.audit.scan import (
+from mailroom.orchestrator.audit.scan import NotARunDirectoryError, audit_run, scan_run
+from mailroom.orchestrator.audit.verdict import (
     AUDIT_SCHEMA,
     AUDIT_SCHEMA_V1,
     AuditError,
     AuditVerdict,
-    NotARunDirectoryError,
-    audit_run,
     read_verdict,
-    scan_run,
-    source_of,
 )
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import mailroom_exe
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.audit.scan import AUDIT_SCHEMA
+from mailroom.orchestrator.audit.verdict import AUDIT_SCHEMA
 from mailroom.orchestrator.campaign.coordinator import schedule
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.run_directory import RunDirectory

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from mailroom.hashing import sha256_file
-from mailroom.orchestrator.actors.sandbox import evaluator_paths
+from mailroom.orchestrator.actors.hidden_paths import evaluator_paths
 from mailroom.orchestrator.catalog.frozen import (
     CatalogError,
     TaskIndexError,

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
-from mailroom.orchestrator.actors import sandbox as sandbox_module
+from mailroom.orchestrator.actors import sandbox_probe
 from mailroom.orchestrator.actors.confinement import (
     REDACTED,
     ConfinementDeclaration,
@@ -26,16 +26,12 @@ from mailroom.orchestrator.actors.confinement import (
     ConfinementSettings,
     resolve_confinement,
 )
+from mailroom.orchestrator.actors.hidden_paths import SandboxPathError, evaluator_paths
 from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.outer_identity import leftover_processes, unreachable_part
 from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES
-from mailroom.orchestrator.actors.sandbox import (
-    SandboxPathError,
-    SandboxUnavailableError,
-    evaluator_paths,
-    leftover_processes,
-    unreachable_part,
-)
+from mailroom.orchestrator.actors.sandbox_probe import SandboxUnavailableError
 from mailroom.orchestrator.cli.main import main
 from mailroom.orchestrator.records.layout import AttemptPaths
 
@@ -179,7 +175,7 @@ def test_an_evaluator_path_inside_a_bound_system_folder_is_masked(
     """Were the evaluator's packages under /usr, the sandbox would hide them."""
     hidden = Path("/usr/share/doc")
     assert any(hidden.iterdir())
-    real = sandbox_module.evaluator_paths
+    real = evaluator_paths
     monkeypatch.setattr(
         "mailroom.orchestrator.actors.launcher.evaluator_paths",
         lambda *also: (*real(*also), hidden),
@@ -236,7 +232,7 @@ def test_where_the_sandbox_cannot_start_launch_refuses_with_exit_2(
     def unavailable() -> None:
         raise SandboxUnavailableError("bubblewrap (bwrap) is not installed: install it")
 
-    monkeypatch.setattr(sandbox_module, "find_tool", unavailable)
+    monkeypatch.setattr(sandbox_probe, "find_tool", unavailable)
     plan = tmp_path / "plan.json"
     runner = CliRunner()
     umask = os.umask(0o022)  # the CLI sets its own; give the test process its own back

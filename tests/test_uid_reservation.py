@@ -25,7 +25,7 @@ import pytest
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
-from mailroom.orchestrator.actors.sandbox import (
+from mailroom.orchestrator.actors.outer_identity import (
     OUTER_ID_BASE,
     OUTER_ID_SPAN,
     OuterIdentity,

@@ -53,12 +53,12 @@ from mailroom.orchestrator.actors.lifetime import (
     start_in_namespace,
 )
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.actors.sandbox import (
+from mailroom.orchestrator.actors.outer_identity import (
     OUTER_ID_BASE,
     OUTER_ID_SPAN,
     leftover_processes,
 )
+from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import (
     LaunchConfig,
     Work,

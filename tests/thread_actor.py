@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.sandbox import OuterIdentity
+from mailroom.orchestrator.actors.outer_identity import OuterIdentity
 
 # Returns a response document (dict), raw bytes, or None to stay silent.
 Script = Callable[[dict[str, Any]], dict[str, Any] | bytes | None]

@@ -18,26 +18,27 @@ from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint, make_mailbox_root
 from mailroom.orchestrator.actors.actor_filesystem import ActorFilesystem, kernel_filesystems
 from mailroom.orchestrator.actors.actor_network import ActorNetwork, actor_networks
-from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.memory_cgroup import episode_cgroup
-from mailroom.orchestrator.actors.process import ActorProcess, render_command
-from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER, LoadedProfile, load_profile
-from mailroom.orchestrator.actors.sandbox import (
+from mailroom.orchestrator.actors.actor_program import (
     PROGRAMS_INSIDE,
     ActorProgram,
-    OuterIdentity,
     ProgramSearch,
-    Sandbox,
-    SandboxCommand,
-    SandboxPathError,
-    evaluator_paths,
     inside_python,
     prepare_program,
-    probe_sandbox,
+)
+from mailroom.orchestrator.actors.agent_installation import AGENT_CLI_FOLDER
+from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
+from mailroom.orchestrator.actors.hidden_paths import SandboxPathError, evaluator_paths
+from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.actors.memory_cgroup import episode_cgroup
+from mailroom.orchestrator.actors.outer_identity import (
+    OuterIdentity,
     refuse_unreachable,
     unreachable_part,
 )
+from mailroom.orchestrator.actors.process import ActorProcess, render_command
+from mailroom.orchestrator.actors.profiles import LoadedProfile, load_profile
+from mailroom.orchestrator.actors.sandbox import Sandbox, SandboxCommand
+from mailroom.orchestrator.actors.sandbox_probe import probe_sandbox
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 
 TOKEN_PREFIX = "sk-episode-"  # shaped like a key: some clients check that one is set

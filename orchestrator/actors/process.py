@@ -23,6 +23,7 @@ from mailroom.orchestrator.actors.actor_filesystem import (
     filesystem_record,
 )
 from mailroom.orchestrator.actors.actor_network import ActorNetwork
+from mailroom.orchestrator.actors.actor_program import SAFE_PATH
 from mailroom.orchestrator.actors.confinement import REDACTED
 from mailroom.orchestrator.actors.lifetime import (
     die_with_this_process,
@@ -32,12 +33,8 @@ from mailroom.orchestrator.actors.lifetime import (
 )
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import EpisodeCgroup, ceiling_record, joined_first
-from mailroom.orchestrator.actors.sandbox import (
-    SAFE_PATH,
-    OuterIdentity,
-    SandboxCommand,
-    kill_leftovers,
-)
+from mailroom.orchestrator.actors.outer_identity import OuterIdentity, kill_leftovers
+from mailroom.orchestrator.actors.sandbox import SandboxCommand
 
 OUTPUT_CAP_BYTES = ActorLimits().output_mb << 20  # kept of each of stdout and stderr
 EPISODE_TOKEN = "<the episode's gateway token; value not recorded>"

@@ -19,12 +19,8 @@ from mailroom.orchestrator.audit.disclosure import (
     record_disclosure,
     resolve_attempt,
 )
-from mailroom.orchestrator.audit.scan import (
-    AuditError,
-    AuditVerdict,
-    Information,
-    audit_run,
-)
+from mailroom.orchestrator.audit.scan import audit_run
+from mailroom.orchestrator.audit.verdict import AuditError, AuditVerdict, Information
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
 from mailroom.orchestrator.cli.options import (
     console,

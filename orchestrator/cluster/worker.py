@@ -106,7 +106,7 @@ class ClusterWorker:
         self.index = index
         launcher = config.launcher
         if launcher is not None and launcher.sandbox is not None:
-            from mailroom.orchestrator.actors.sandbox import probe_sandbox
+            from mailroom.orchestrator.actors.sandbox_probe import probe_sandbox
 
             probe_sandbox()  # this node can confine actors, or the worker refuses to start
         self.staging = StagingArea()
