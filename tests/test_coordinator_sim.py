@@ -83,7 +83,7 @@ def test_development_plan_completes_with_denominators_that_add_up(
     results = _results(development_run["run_dir"])
     assert len(results) == 5
     for doc in results.values():
-        assert schema_errors("mailroom.episode_result/v7", doc) == []
+        assert schema_errors("mailroom.episode_result/v8", doc) == []
     o = report["overall"]
     assert o["selected"] == 5 == o["completed"] + o["errored"] + o["unattempted"]
     assert o["completed"] == o["success"] + o["failure"]

@@ -26,7 +26,7 @@ from conftest import run_cli, sandbox_processes_left
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import NOT_SANDBOXED
-from mailroom.orchestrator.records.result import Enforcement, EpisodeResult
+from mailroom.orchestrator.records.result import RESULT_SCHEMA, Enforcement, EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
 from test_export import as_v5, make_run, write_result
 from test_toy_family import install_toy_family
@@ -143,8 +143,8 @@ def test_a_sandboxed_launch_records_the_kernels_limits_in_its_manifest_and_resul
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "sandboxed")
     manifest = _json(run_dir / "manifest.json")
-    assert manifest["schema"] == "mailroom.run_manifest/v6"
-    assert schema_errors("mailroom.run_manifest/v6", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v7"
+    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
     assert manifest["confinement"]["mode"] == "sandbox"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -155,8 +155,8 @@ def test_a_sandboxed_launch_records_the_kernels_limits_in_its_manifest_and_resul
     results = _results(run_dir)
     assert len(results) == 2
     for result in results:
-        assert result["schema"] == "mailroom.episode_result/v7"
-        assert schema_errors("mailroom.episode_result/v7", result) == []
+        assert result["schema"] == "mailroom.episode_result/v8"
+        assert schema_errors("mailroom.episode_result/v8", result) == []
         assert result["enforcement"] == ENFORCED
         # As the actor's own record says: a cgroup with its ceiling, a tmpfs of its own.
         started = _actor_started(run_dir, result["attempt_id"])
@@ -177,7 +177,7 @@ def test_an_unconfined_launch_records_its_writable_space_as_sampled(
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "unconfined", "--confinement", "none")
     manifest = _json(run_dir / "manifest.json")
-    assert schema_errors("mailroom.run_manifest/v6", manifest) == []
+    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
     assert manifest["confinement"]["mode"] == "none"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -188,7 +188,7 @@ def test_an_unconfined_launch_records_its_writable_space_as_sampled(
     results = _results(run_dir)
     assert [r["enforcement"] for r in results] == [UNSANDBOXED, UNSANDBOXED]
     for result in results:
-        assert schema_errors("mailroom.episode_result/v7", result) == []
+        assert schema_errors("mailroom.episode_result/v8", result) == []
         assert _actor_started(run_dir, result["attempt_id"])["filesystem"]["enforced"] == (
             "sampled"
         )
@@ -225,9 +225,9 @@ def test_a_run_launched_before_manifest_v5_resumes_and_keeps_its_own_manifest(
         "resume", str(run_dir), "--mailbox-root", str(mailbox_root / "after"), env=toy_env
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert run.read_manifest() == older  # the run keeps the manifest it was launched with
+    assert json.loads(run.manifest_path.read_text()) == older  # the file is kept as it was
     rerun = _json(first / "result.json")
-    assert rerun["schema"] == "mailroom.episode_result/v7"
+    assert rerun["schema"] == "mailroom.episode_result/v8"
     assert rerun["enforcement"] == ENFORCED
     assert (second / "result.json").read_bytes() == kept
     document, _ = _report(toy_env, run_dir)
@@ -268,17 +268,24 @@ def test_an_interrupted_attempt_records_what_its_actor_started_event_says(
     assert bare.enforcement is not None and bare.enforcement.model_dump() == NOTHING
     for case in cases[:2]:
         document = _json(run.episode_dir(case.attempt_id(1)) / "result.json")
-        assert schema_errors("mailroom.episode_result/v7", document) == []
+        assert schema_errors("mailroom.episode_result/v8", document) == []
 
 
-def test_a_v5_result_loads_and_is_written_back_unchanged(tmp_path: Path) -> None:
+def test_a_v5_result_reads_as_the_current_version_with_its_limits_unknown(
+    tmp_path: Path,
+) -> None:
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     path = run.episode_dir(cases[0].attempt_id(1)) / "result.json"
     as_v5(path)
-    written = _json(path)
+    written = path.read_bytes()
     read = read_result(path)
     assert isinstance(read, EpisodeResult)
-    assert read.schema_ == "mailroom.episode_result/v5" and read.enforcement is None
-    assert read.document() == written
-    assert "enforcement" not in read.document()
+    assert read.schema_ == RESULT_SCHEMA and read.enforcement is None
+    assert read.document()["enforcement"] is None
+    assert read.usage.source == "unavailable_before_gateway"  # nothing could meter it then
+    upgraded = ("schema", "enforcement", "usage")
+    assert {k: v for k, v in read.document().items() if k not in upgraded} == {
+        k: v for k, v in json.loads(written).items() if k not in upgraded
+    }
+    assert path.read_bytes() == written  # reading never rewrites the file

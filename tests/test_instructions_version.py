@@ -31,7 +31,9 @@ from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.manifest import instructions_of_run
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.records.upgrade import upgrade_manifest
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from older_records import manifest_as
 from test_export import make_run
 
 PROFILE = "scripted_diagnostic"
@@ -112,16 +114,16 @@ def test_the_declared_version_is_handed_and_recorded(
     assert _campaign(_request(run_dir, mailbox_root, _declaration(declared))) == 2
 
     manifest = RunDirectory(run_dir).read_manifest()
-    assert manifest["schema"] == "mailroom.run_manifest/v6"
-    assert schema_errors("mailroom.run_manifest/v6", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v7"
+    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
     assert manifest["blinding"]["instructions_version"] == version
     assert manifest["blinding"]["instructions_sha256"] == sha256_bytes(template.encode())
     assert instructions_of_run(manifest) == version
     for case in PLAN.to_cases():
         attempt_id = case.attempt_id(1)
         result = _attempt(run_dir, attempt_id, "result.json")
-        assert result["schema"] == "mailroom.episode_result/v7"
-        assert schema_errors("mailroom.episode_result/v7", result) == []
+        assert result["schema"] == "mailroom.episode_result/v8"
+        assert schema_errors("mailroom.episode_result/v8", result) == []
         assert result["instructions_version"] == version
         assert result["outcome"] == "failure"  # the diagnostic actor ran, then stopped
         # Exactly the version's text, with only the endpoint and the host substituted,
@@ -135,15 +137,12 @@ def test_the_declared_version_is_handed_and_recorded(
 
 def _as_v2(manifest: dict[str, Any]) -> dict[str, Any]:
     """A manifest as a run launched before v3 wrote it."""
-    older = {k: v for k, v in manifest.items() if k not in ("enforcement", "provider_gateway")}
-    older["schema"] = "mailroom.run_manifest/v2"
-    older["volatile"] = {k: v for k, v in manifest["volatile"].items() if k != "provider_upstream"}
-    older["blinding"] = dict(manifest["blinding"])
-    del older["blinding"]["instructions_version"]
-    older["profile"] = {k: v for k, v in manifest["profile"].items() if k != "programs"}
-    older["protocol"] = {k: v for k, v in manifest["protocol"].items() if k != "benchmark"}
-    assert schema_errors("mailroom.run_manifest/v2", older) == []
-    return older
+    return manifest_as(manifest, 2)
+
+
+def _handed(manifest: dict[str, Any]) -> str:
+    """The instructions version a manifest of any version says its actors were handed."""
+    return instructions_of_run(upgrade_manifest(manifest).document())
 
 
 def test_a_run_launched_before_manifest_v3_resumes_and_keeps_its_own_manifest(
@@ -164,26 +163,28 @@ def test_a_run_launched_before_manifest_v3_resumes_and_keeps_its_own_manifest(
     shutil.rmtree(run_dir / "episodes" / first)
     (run_dir / "episodes" / second / "result.json").unlink()
 
-    assert instructions_of_run(older) == "v1"
-    assert instructions_of_run({**older, "profile": {"declaration": {"instructions": "v2"}}}) == (
+    assert _handed(older) == "v1"
+    declared = {**older["profile"]["declaration"], "instructions": "v2"}
+    assert _handed({**older, "profile": {**older["profile"], "declaration": declared}}) == (
         "v1"  # a pre-v3 run handed v1 whatever its declaration names
     )
     resumed = _request(run_dir, mailbox_root, before)
     assert _campaign(resumed) == 1  # the lost attempt is recorded, never re-run
-    assert run.read_manifest() == older  # the run keeps the manifest it was launched with
+    kept = json.loads(run.manifest_path.read_text())
+    assert kept == older  # the run keeps the manifest it was launched with
     rerun = _attempt(run_dir, first, "result.json")
-    assert rerun["schema"] == "mailroom.episode_result/v7"
+    assert rerun["schema"] == "mailroom.episode_result/v8"
     assert rerun["instructions_version"] == "v1"
     lost = _attempt(run_dir, second, "result.json")
     assert (lost["outcome"], lost["errors"][0]["code"]) == ("error", "interrupted")
     assert lost["instructions_version"] == "v1"
-    assert schema_errors("mailroom.episode_result/v7", lost) == []
+    assert schema_errors("mailroom.episode_result/v8", lost) == []
 
     # Another version is another run: refused, whichever manifest version the run has.
     other = _request(run_dir, mailbox_root, _declaration("v2"))
     with pytest.raises(ManifestConflictError, match=r"profile\.declaration"):
         run_campaign(other, lambda *_: None, lambda _: None)
-    assert run.read_manifest() == older
+    assert json.loads(run.manifest_path.read_text()) == older
 
 
 def test_a_manifest_v3_run_refuses_another_instructions_version_by_name(
@@ -216,9 +217,9 @@ def test_an_older_run_without_a_declared_version_records_its_lost_attempts_as_v1
         older["schema"] = schema
         assert schema_errors(schema, older) == []
     run.manifest_path.write_text(json.dumps(older))
-    assert instructions_of_run(older) == "v1"
+    assert _handed(older) == "v1"
     result = record_interrupted(run, cases[0].attempt_id(1), reason="the orchestrator stopped")
     assert result.instructions_version == "v1"
     document = _attempt(run.root, cases[0].attempt_id(1), "result.json")
-    assert document["schema"] == "mailroom.episode_result/v7"
+    assert document["schema"] == "mailroom.episode_result/v8"
     assert document["instructions_version"] == "v1"

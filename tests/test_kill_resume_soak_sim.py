@@ -83,7 +83,7 @@ def _check_evidence(run_dir: Path, completed: dict[str, str]) -> None:
     for result_file in run_dir.glob("episodes/*/result.json"):
         data = result_file.read_bytes()
         doc = json.loads(data)
-        assert schema_errors("mailroom.episode_result/v7", doc) == []
+        assert schema_errors("mailroom.episode_result/v8", doc) == []
         attempt = result_file.parent.name
         digest = hashlib.sha256(data).hexdigest()
         assert completed.setdefault(attempt, digest) == digest, f"{attempt} changed"

@@ -112,7 +112,7 @@ def _episode(
         record="minimal",
         limits=limits,
     )
-    assert schema_errors("mailroom.episode_result/v7", result.document()) == []
+    assert schema_errors("mailroom.episode_result/v8", result.document()) == []
     return result
 
 

@@ -67,7 +67,7 @@ def _run(
         launch_actor=thread_launcher(script, actors),
         record=record,
     )
-    assert schema_errors("mailroom.episode_result/v7", result.document()) == []
+    assert schema_errors("mailroom.episode_result/v8", result.document()) == []
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
     episode_dir = run_dir / "episodes" / result.attempt_id

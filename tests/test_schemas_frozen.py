@@ -53,6 +53,9 @@ FROZEN = {
     "mailroom.episode_result.v7.json": (
         "f3d5525586b38810fb957a65b279db5032b4c79cac6d484ca336d35b6e2bbe4f"
     ),
+    "mailroom.episode_result.v8.json": (
+        "49df33e2d9378085703cf36c5b8a5f2649aa1dc6c3b695aff275922601f50dc3"
+    ),
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
@@ -79,6 +82,9 @@ FROZEN = {
     ),
     "mailroom.run_manifest.v6.json": (
         "86865e369ae06becb691f49c73a786db27b8c6808cecec5f2537ae7ca8690179"
+    ),
+    "mailroom.run_manifest.v7.json": (
+        "8c9761bcc8b951fc315ad35108063fc49c2013f23fce55d99ee48831876f5105"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

@@ -172,7 +172,7 @@ def test_live_episodes_overlap_and_a_wait_behind_another_is_queueing_delay(
     assert len(results) == 3
     starts, ends = [], []
     for attempt_id, result in results.items():
-        assert result["schema"] == "mailroom.episode_result/v7"
+        assert result["schema"] == "mailroom.episode_result/v8"
         assert result["instructions_version"] == "v2"  # what the profile declares
         # Ended by the success that needs the three live at once, not by the budget.
         assert (result["outcome"], result["termination"]) == ("success", "native_success")

@@ -99,7 +99,7 @@ def test_catalog_and_plan_come_from_the_toy_family(toy_env: dict[str, str], tmp_
 
 def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: Path) -> None:
     manifest = json.loads((toy_run / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["schema"] == "mailroom.run_manifest/v6"
+    assert manifest["schema"] == "mailroom.run_manifest/v7"
     assert manifest["protocol"]["benchmark"] == "toyworld"
     assert manifest["protocol"]["adapter"] == "toy_fake"
     assert manifest["confinement"]["mode"] == "sandbox"
@@ -160,7 +160,7 @@ def test_the_sandbox_hides_the_toy_familys_package(toy_env: dict[str, str]) -> N
         [
             sys.executable,
             "-c",
-            "from mailroom.orchestrator.actors.sandbox import evaluator_paths\n"
+            "from mailroom.orchestrator.actors.hidden_paths import evaluator_paths\n"
             "print('\\n'.join(str(p) for p in evaluator_paths()))",
         ],
         capture_output=True,

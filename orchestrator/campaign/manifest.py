@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from mailroom import __version__
+from mailroom.checkout import CHECKOUT
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import TOKEN_BYTES
-from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.actor_filesystem import kernel_filesystems
+from mailroom.orchestrator.actors.agent_installation import installed_versions
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import template_fields
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import ceiling_problem
 from mailroom.orchestrator.actors.profiles import (
-    AGENT_CLI_FOLDER,
-    REPO_ROOT,
     actor_instructions_template,
     declared_instructions,
 )
@@ -34,24 +33,21 @@ from mailroom.orchestrator.families.packages import recorded_packages
 from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
 from mailroom.orchestrator.records.manifest import (
     MANIFEST_SCHEMA,
-    MANIFEST_SCHEMA_V2,
-    MANIFEST_SCHEMA_V3,
-    MANIFEST_SCHEMA_V4,
-    MANIFEST_SCHEMA_V5,
     ProviderGatewayRecord,
     RunEnforcement,
 )
+from mailroom.orchestrator.records.upgrade import RecordRefusedError, upgrade_manifest
 from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
 
-SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts")
+SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts", "agents")
 
 
 class ManifestConflictError(Exception):
     """A second launch into a run directory whose manifest says something else."""
 
 
-def source_sha256(root: Path = REPO_ROOT) -> str:
+def source_sha256(root: Path = CHECKOUT) -> str:
     """One hash over the project's own source and frozen data, in a stable order."""
     digest = hashlib.sha256()
     for directory in SOURCE_DIRS:
@@ -85,15 +81,7 @@ def agent_cli_versions(declaration: Mapping[str, Any]) -> dict[str, str | None]:
     actor = declaration.get("actor")
     if not (isinstance(actor, Mapping) and actor.get("installation") == "agent_clis"):
         return {}
-    wanted = json.loads((AGENT_CLI_FOLDER.parent / "package.json").read_text("utf-8"))
-    versions: dict[str, str | None] = {}
-    for name in sorted(wanted.get("dependencies", {})):
-        try:
-            installed = json.loads((AGENT_CLI_FOLDER / name / "package.json").read_text("utf-8"))
-            versions[f"npm:{name}"] = str(installed["version"])
-        except (OSError, ValueError, KeyError):
-            versions[f"npm:{name}"] = None
-    return versions
+    return installed_versions()
 
 
 EXTERNAL_ACTORS = "external actors are started by the coordinator, not here"
@@ -209,7 +197,7 @@ def build_manifest(
             "declaration_sha256": declaration_sha256(profile_declaration),
             "declaration": profile_declaration,
             "capability_score": bool(profile_declaration.get("capability_score", False)),
-            **({"programs": dict(sorted(programs.items()))} if programs else {}),
+            "programs": dict(sorted((programs or {}).items())),
         },
         "settings": settings.model_dump(mode="json"),
         "transport": {
@@ -251,52 +239,41 @@ def build_manifest(
             "provider_upstream": provider_upstream,
         },
     }
-    errors = schema_errors(MANIFEST_SCHEMA, manifest)
-    if errors:
-        raise ValueError(f"manifest does not match its schema: {errors[0]}")
-    return manifest
+    try:
+        return upgrade_manifest(manifest).document()
+    except RecordRefusedError as exc:
+        raise ValueError(f"the manifest {exc}") from exc
 
 
-def as_recorded_by(proposed: dict[str, Any], schema: object) -> dict[str, Any]:
-    """The manifest this code would write, in the version a run recorded its own, so a
-    resume compares like with like. A v5 run's is the same without `provider_gateway`
-    and `volatile.provider_upstream` (its actors reached no provider through a gateway; a
-    proposed gateway is kept, so that resume is refused: its results were not metered).
-    A v4 run's is, besides, without `enforcement` (what the kernel enforced was not
-    recorded; each new result records its own). A v3 run's is, besides, without
-    `protocol.benchmark` (its plan, compared by hash, names the benchmark). A v2 run's
-    is, besides, without `blinding.instructions_version` and `profile.programs`: its
-    profile declaration (and `instructions_sha256`) fix the version and are compared; its
-    programs' bytes were not recorded. Any other version is left as it is: a v1 run
-    recorded no confinement, which cannot be left out of the comparison, so a resume of
-    one is refused as before."""
-    older_versions = (
-        MANIFEST_SCHEMA_V2,
-        MANIFEST_SCHEMA_V3,
-        MANIFEST_SCHEMA_V4,
-        MANIFEST_SCHEMA_V5,
-    )
-    if schema not in older_versions:
-        return proposed
-    if proposed.get("schema") != MANIFEST_SCHEMA:
-        return proposed
-    unmetered = proposed.get("provider_gateway") is None
-    v5 = {k: v for k, v in proposed.items() if not (k == "provider_gateway" and unmetered)}
-    volatile = {k: v for k, v in proposed["volatile"].items() if k != "provider_upstream"}
-    v5.update(schema=MANIFEST_SCHEMA_V5, volatile=volatile)
-    if schema == MANIFEST_SCHEMA_V5:
-        return v5
-    v4 = {k: v for k, v in v5.items() if k != "enforcement"}
-    v4["schema"] = MANIFEST_SCHEMA_V4
-    if schema == MANIFEST_SCHEMA_V4:
-        return v4
-    protocol = {k: v for k, v in v4["protocol"].items() if k != "benchmark"}
-    older = {**v4, "schema": MANIFEST_SCHEMA_V3, "protocol": protocol}
-    if schema == MANIFEST_SCHEMA_V3:
-        return older
-    blinding = {k: v for k, v in older["blinding"].items() if k != "instructions_version"}
-    profile = {k: v for k, v in older["profile"].items() if k != "programs"}
-    return {**older, "schema": MANIFEST_SCHEMA_V2, "blinding": blinding, "profile": profile}
+# What a run may have left unrecorded (null once upgraded) that a resume leaves out of
+# the comparison, and why. Any other unrecorded member is compared, so it refuses the
+# resume: a run that recorded no confinement cannot show it resumes under the same one.
+RESUMABLE_UNRECORDED = {
+    ("profile", "programs"): "its programs' bytes were not recorded",
+    ("protocol", "benchmark"): "its plan, compared by hash, names the benchmark",
+    ("enforcement",): "what the kernel enforced was not recorded; each result records its own",
+}
+
+
+def _comparable(manifest: Mapping[str, Any], existing: Mapping[str, Any]) -> dict[str, Any]:
+    """A current manifest without its volatile members and run id, and without what
+    `existing` left unrecorded that a resume may leave out (`RESUMABLE_UNRECORDED`)."""
+    kept = {k: v for k, v in manifest.items() if k not in ("volatile", "run_id")}
+    for path in RESUMABLE_UNRECORDED:
+        *parents, last = path
+        recorded: Any = existing
+        for part in parents:
+            recorded = recorded[part]
+        if recorded[last] is None:
+            kept = _without(kept, path)
+    return kept
+
+
+def _without(document: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    head, *rest = path
+    if not rest:
+        return {k: v for k, v in document.items() if k != head}
+    return {**document, head: _without(document[head], tuple(rest))}
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:
@@ -308,14 +285,17 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [path]
 
 
-def check_compatible(existing: dict[str, Any], proposed: dict[str, Any]) -> None:
-    """Refuse a launch whose non-volatile manifest differs from the run's, compared in
-    the run's own manifest version (`as_recorded_by`): a run launched before v3 resumes
-    with the same settings."""
-    proposed = as_recorded_by(proposed, existing.get("schema"))
-    keep = {k: v for k, v in existing.items() if k not in ("volatile", "run_id")}
-    want = {k: v for k, v in proposed.items() if k not in ("volatile", "run_id")}
-    differing = _differences(keep, want)
+def check_compatible(existing: Mapping[str, Any], proposed: Mapping[str, Any]) -> None:
+    """Refuse a launch whose non-volatile manifest differs from the run's, both compared
+    in the current version (`records.upgrade`): a run launched by an earlier version
+    resumes with the same settings, what it did not record aside where a resume may
+    leave it out (`RESUMABLE_UNRECORDED`)."""
+    try:
+        recorded = upgrade_manifest(existing).document()
+    except RecordRefusedError as exc:
+        raise ManifestConflictError(f"this run directory's manifest {exc}") from exc
+    wanted = upgrade_manifest(proposed).document()
+    differing = _differences(_comparable(recorded, recorded), _comparable(wanted, recorded))
     if differing:
         shown = ", ".join(differing[:8]) + (" ..." if len(differing) > 8 else "")
         raise ManifestConflictError(

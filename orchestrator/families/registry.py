@@ -103,11 +103,11 @@ def catalog_sha256_of(benchmark: str) -> str:
 
 
 def run_family_errors(manifest: Mapping[str, Any]) -> list[str]:
-    """What a run's manifest (v4 on) names that this registry does not know: its
-    benchmark unregistered, or an adapter other than its family's. A manifest before v4
-    names no benchmark (its plan does) and passes."""
+    """What a run's manifest (the current version's document) names that this registry
+    does not know: its benchmark unregistered, or an adapter other than its family's. A
+    manifest that did not record its benchmark (its plan names it) passes."""
     protocol = manifest.get("protocol")
-    if not isinstance(protocol, Mapping) or "benchmark" not in protocol:
+    if not isinstance(protocol, Mapping) or protocol.get("benchmark") is None:
         return []
     try:
         named = family(str(protocol["benchmark"]))

@@ -13,13 +13,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 ConfinementMode = Literal["sandbox", "none", "external"]
-# "gateway": the actor's only route out is the provider gateway (recorded from result v7
-# and manifest v6 on; an older document with it is refused, as its frozen schema does).
+# "gateway": the actor's only route out is the provider gateway.
 NetworkPolicy = Literal["none", "gateway", "host"]
 
 
 class ConfinementRecord(BaseModel):
-    """What one attempt's result says of its confinement (`episode_result/v2`)."""
+    """What one attempt's result says of its confinement: its mode, and its network
+    (null for an external actor: nothing is known of it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 

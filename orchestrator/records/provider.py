@@ -8,15 +8,20 @@ The gateway that enforces it is `orchestrator/gateway/`; the profile that declar
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# The provider APIs the gateway speaks (and meters): Anthropic's Messages API and
-# OpenAI's Responses API.
-ProviderKind = Literal["anthropic", "openai_responses"]
-ROUTE = re.compile(r"^(GET|POST) (/[A-Za-z0-9._~/-]{1,200})$")
+# The provider APIs a method may declare: Anthropic's Messages API, OpenAI's Responses
+# API and Google's Gemini API.
+ProviderKind = Literal["anthropic", "openai_responses", "gemini"]
+# A route is a method and a path; `{model}` stands for one model name in the path (the
+# Gemini API names the model there: `POST /v1beta/models/{model}:generateContent`).
+ROUTE = re.compile(r"^(GET|POST) (/(?:[A-Za-z0-9._~/:-]|\{model\}){1,200})$")
+MODEL_IN_ROUTE = "{model}"
+MODEL_SEGMENT = r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}"
 VARIABLE = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
 DEFAULT_MAX_REQUEST_BYTES = 32 << 20  # a request body past this is refused, never forwarded
 
@@ -64,11 +69,23 @@ class ProviderDeclaration(BaseModel):
     def _routes(cls, routes: list[str]) -> list[str]:
         for route in routes:
             if not ROUTE.match(route) or "//" in route or "/." in route:
-                raise ValueError(f"{route!r} is not a route ('POST /v1/messages')")
+                raise ValueError(
+                    f"{route!r} is not a route ('POST /v1/messages', "
+                    "'POST /v1beta/models/{model}:generateContent')"
+                )
         if len(set(routes)) != len(routes):
             raise ValueError("a route is declared twice")
         return routes
 
     def allows(self, method: str, path: str) -> bool:
         """Whether `method path` (the path without its query) is a declared route."""
-        return f"{method} {path}" in self.routes
+        asked = f"{method} {path}"
+        return asked in self.routes or any(
+            MODEL_IN_ROUTE in route and _route_pattern(route).fullmatch(asked)
+            for route in self.routes
+        )
+
+
+@functools.cache
+def _route_pattern(route: str) -> re.Pattern[str]:
+    return re.compile(MODEL_SEGMENT.join(re.escape(part) for part in route.split(MODEL_IN_ROUTE)))

@@ -1,22 +1,10 @@
-"""The episode result document (`mailroom.episode_result/v7`): private, written last.
+"""The episode result document (`mailroom.episode_result/v8`): private, written last.
 
-Version 2 adds the attempt's confinement; version 3 splits each decision's time into the
-actor's latency, the queueing delay before the response was served and the
-orchestrator's processing; version 4 names the actor instructions version the attempt's
-actor was handed; version 5 says how the attempt's simulator was held (`parked` or
-`dedicated`, `sim.parked`); version 6 says whether the kernel enforced the actor's limits
-(`enforcement`: its memory ceiling and its writable space, as its `actor_started` event
-recorded them); version 7 lets `usage` be what the provider gateway metered
-(`ProviderUsage`, source "gateway") and `confinement.network` be "gateway" (the actor's
-only route out). Results written before any of them still load and report: a v1
-result's `confinement` is None, which reports as not confined (before v2 every spawned
-actor ran as the evaluator's own user); v1 and v2 results have no queue or processing
-figures (None); a v1 to v3 result's `instructions_version` is None (its run's manifest
-says which version, v1 for a run from before instructions had versions); a v1 to v4
-result's `simulator` is None (every episode then had a simulator of its own); a v1 to v5
-result's `enforcement` is None (not recorded: the report counts it as unknown); a v1 to
-v6 result's `usage` is always the null `Usage` (nothing was metered) and its network
-never "gateway".
+This is the current version, the only one written; a result of an earlier version is
+read through `records/upgrade.py`, which fills what it did not record with null (see
+each field) and says why nothing metered it (`Usage.source`). The version history is
+CHANGELOG.md; the JSON Schema of this version is generated from these models
+(`records/generate_schemas.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +13,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Annotated, ClassVar, Literal, Protocol
+from typing import Annotated, Literal, Protocol
 
 from mailroom.mailbox.messages import WireComplete
 from mailroom.orchestrator.records.confinement import ConfinementRecord
@@ -35,27 +23,10 @@ from pydantic import (
     AfterValidator,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
-    model_serializer,
     model_validator,
 )
 
-RESULT_SCHEMA_V1: Literal["mailroom.episode_result/v1"] = "mailroom.episode_result/v1"
-RESULT_SCHEMA_V2: Literal["mailroom.episode_result/v2"] = "mailroom.episode_result/v2"
-RESULT_SCHEMA_V3: Literal["mailroom.episode_result/v3"] = "mailroom.episode_result/v3"
-RESULT_SCHEMA_V4: Literal["mailroom.episode_result/v4"] = "mailroom.episode_result/v4"
-RESULT_SCHEMA_V5: Literal["mailroom.episode_result/v5"] = "mailroom.episode_result/v5"
-RESULT_SCHEMA_V6: Literal["mailroom.episode_result/v6"] = "mailroom.episode_result/v6"
-RESULT_SCHEMA: Literal["mailroom.episode_result/v7"] = "mailroom.episode_result/v7"
-RESULT_SCHEMAS = (
-    RESULT_SCHEMA_V1,
-    RESULT_SCHEMA_V2,
-    RESULT_SCHEMA_V3,
-    RESULT_SCHEMA_V4,
-    RESULT_SCHEMA_V5,
-    RESULT_SCHEMA_V6,
-    RESULT_SCHEMA,
-)
+RESULT_SCHEMA: Literal["mailroom.episode_result/v8"] = "mailroom.episode_result/v8"
 # How an attempt's simulator was held while it was live (`sim.parked`).
 SimulatorHolding = Literal["parked", "dedicated"]
 # A result's `simulator`: how it was held, or "none" (the episode never started).
@@ -75,7 +46,7 @@ Termination = Literal[
     "actor_timeout",
     "infrastructure_error",
 ]
-# `provider_budget` (v7 on): a provider budget the method declared, spent.
+# `provider_budget`: a provider budget the method declared, spent.
 Truncation = Literal["control_cap", "policy_call_cap", "wall_time", "provider_budget"]
 ErrorKind = Literal[
     "policy_error", "protocol_error", "actor_timeout", "infrastructure_error", "interrupted"
@@ -97,7 +68,9 @@ def _rfc3339(value: str) -> str:
     return value
 
 
-Timestamp = Annotated[str, AfterValidator(_rfc3339)]
+Timestamp = Annotated[
+    str, AfterValidator(_rfc3339), Field(json_schema_extra={"format": "date-time"})
+]
 
 
 class Strict(WireComplete):
@@ -142,16 +115,22 @@ class Latency(Strict):
         )
 
 
+# Why nothing metered a result's provider usage: a file mailbox cannot (an external
+# actor, an actor without the provider gateway, an episode that ended before its actor
+# reached it), or the result was recorded before the provider gateway existed.
+UnmeteredSource = Literal["unavailable_file_mailbox", "unavailable_before_gateway"]
+UNMETERED_BEFORE_GATEWAY: Literal["unavailable_before_gateway"] = "unavailable_before_gateway"
+
+
 class Usage(Strict):
-    """Nothing metered the actor's provider activity (a file mailbox cannot: an external
-    actor, `--actor` without the provider gateway, every result before v7): explicit
-    nulls, never zeros."""
+    """Nothing metered the actor's provider activity: explicit nulls, never zeros, and
+    `source` says why."""
 
     provider_requests: None = None
     input_tokens: None = None
     output_tokens: None = None
     cost: None = None
-    source: Literal["unavailable_file_mailbox"] = "unavailable_file_mailbox"
+    source: UnmeteredSource = "unavailable_file_mailbox"
 
 
 # An answer that named no model is counted under this name (`ModelUsage.model`).
@@ -226,7 +205,7 @@ class DecisionUsage(Strict):
 
 
 class ProviderUsage(Strict):
-    """What the provider gateway metered of one attempt's actor (result v7 on), from the
+    """What the provider gateway metered of one attempt's actor, from the
     provider's own usage fields; request and response bodies are never kept.
 
     The counts add up, so a reader can trust any one of them:
@@ -396,7 +375,7 @@ class CaseRecord(Strict):
 
 
 class Enforcement(Strict):
-    """Whether the kernel enforced the attempt's actor's limits (result v6 on)."""
+    """Whether the kernel enforced the attempt's actor's limits."""
 
     memory: MemoryEnforced
     writable_space: WritableSpace
@@ -432,15 +411,11 @@ class SettingsRecord(Strict):
 
 
 class EpisodeResult(Strict):
-    schema_: Literal[
-        "mailroom.episode_result/v1",
-        "mailroom.episode_result/v2",
-        "mailroom.episode_result/v3",
-        "mailroom.episode_result/v4",
-        "mailroom.episode_result/v5",
-        "mailroom.episode_result/v6",
-        "mailroom.episode_result/v7",
-    ] = Field(default=RESULT_SCHEMA, alias="schema")
+    """One attempt's result. A null `confinement`, `queue_delay`, `processing`,
+    `instructions_version`, `simulator` or `enforcement` was not recorded (a result
+    upgraded from a version before the field); every result written now records each."""
+
+    schema_: Literal["mailroom.episode_result/v8"] = Field(default=RESULT_SCHEMA, alias="schema")
     attempt_id: Annotated[str, Field(min_length=1)]
     case_id: Annotated[str, Field(min_length=1)]
     outcome: Outcome
@@ -449,103 +424,39 @@ class EpisodeResult(Strict):
     truncation: Truncation | None
     counters: Counters
     latency: Latency
+    # The actor's time split: the queueing delay before a response was served, and the
+    # orchestrator's processing.
     queue_delay: Latency | None = None
     processing: Latency | None = None
-    # The null `Usage` where nothing metered the actor's provider activity; what the
-    # provider gateway metered (v7 on) where it did.
+    # What the provider gateway metered, or the null `Usage` saying why nothing did.
     usage: Annotated[Usage | ProviderUsage, Field(discriminator="source")]
     errors: list[TypedError]
     case: CaseRecord
     settings: SettingsRecord
     blinded: bool
+    # Null: not recorded (before confinement was, every spawned actor ran as the
+    # evaluator's own user).
     confinement: ConfinementRecord | None = None
-    # The actor instructions version the attempt's actor was handed (v4 on).
+    # The actor instructions version the attempt's actor was handed (null: not recorded
+    # here; its run's manifest names it).
     instructions_version: InstructionsVersion | None = None
-    # How its simulator was held (v5 on): parked in its task's shared one, its own, or
-    # "none" (its episode never started); None in a v1 to v4 result.
+    # How its simulator was held: parked in its task's shared one, its own, or "none"
+    # (its episode never started); null: not recorded (each episode then had its own).
     simulator: ResultSimulator | None = None
-    # Whether the kernel enforced its actor's limits (v6 on); None in a v1 to v5 result.
+    # Whether the kernel enforced its actor's limits; null: not recorded (unknown).
     enforcement: Enforcement | None = None
     started_at: Timestamp
     finished_at: Timestamp
     wall_time_s: Annotated[float, Field(ge=0)]
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    # Fields a version before them has not; each later version must have them (below).
-    _may_be_absent: ClassVar[frozenset[str]] = frozenset(
-        {
-            "confinement",
-            "queue_delay",
-            "processing",
-            "instructions_version",
-            "simulator",
-            "enforcement",
-        }
-    )
 
     @model_validator(mode="after")
-    def _fields_by_version(self) -> EpisodeResult:
-        if (self.schema_ == RESULT_SCHEMA_V1) != (self.confinement is None):
-            raise ValueError(
-                "a v2 to v7 result records its confinement; a v1 result has no confinement field"
-            )
-        timed = self.schema_ not in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2)
-        for name in ("queue_delay", "processing"):
-            if timed != (getattr(self, name) is not None):
-                raise ValueError(
-                    f"a v3 to v7 result records {name}; a v1 or v2 result has no {name}"
-                )
-        versioned = self.schema_ in (
-            RESULT_SCHEMA_V4,
-            RESULT_SCHEMA_V5,
-            RESULT_SCHEMA_V6,
-            RESULT_SCHEMA,
-        )
-        if versioned != (self.instructions_version is not None):
-            raise ValueError(
-                "a v4 to v7 result records its instructions_version; a v1 to v3 result has none"
-            )
-        held = self.schema_ in (RESULT_SCHEMA_V5, RESULT_SCHEMA_V6, RESULT_SCHEMA)
-        if held != (self.simulator is not None):
-            raise ValueError("a v5 to v7 result records its simulator; a v1 to v4 result has none")
-        enforced = self.schema_ in (RESULT_SCHEMA_V6, RESULT_SCHEMA)
-        if enforced != (self.enforcement is not None):
-            raise ValueError(
-                "a v6 or v7 result records its enforcement; a v1 to v5 result has none"
-            )
+    def _metered_where_it_could_be(self) -> EpisodeResult:
         metered = isinstance(self.usage, ProviderUsage)
-        gateway = self.confinement is not None and self.confinement.network == "gateway"
-        budget = self.truncation == "provider_budget"
-        if self.schema_ != RESULT_SCHEMA and (metered or gateway or budget):
-            raise ValueError(
-                "only a v7 result records usage the provider gateway metered, a network "
-                "of 'gateway' or a provider_budget truncation"
-            )
         if metered and self.confinement is not None and self.confinement.mode == "external":
             raise ValueError("an external actor's provider usage is not metered here")
         return self
-
-    @model_serializer(mode="wrap")
-    def _without_later_fields(self, handler: SerializerFunctionWrapHandler) -> object:
-        data = handler(self)
-        if isinstance(data, dict):
-            if self.schema_ == RESULT_SCHEMA_V1:
-                data.pop("confinement", None)
-            if self.schema_ in (RESULT_SCHEMA_V1, RESULT_SCHEMA_V2):
-                data.pop("queue_delay", None)
-                data.pop("processing", None)
-            if self.schema_ not in (
-                RESULT_SCHEMA_V4,
-                RESULT_SCHEMA_V5,
-                RESULT_SCHEMA_V6,
-                RESULT_SCHEMA,
-            ):
-                data.pop("instructions_version", None)
-            if self.schema_ not in (RESULT_SCHEMA_V5, RESULT_SCHEMA_V6, RESULT_SCHEMA):
-                data.pop("simulator", None)
-            if self.schema_ not in (RESULT_SCHEMA_V6, RESULT_SCHEMA):
-                data.pop("enforcement", None)
-        return data
 
     @property
     def confined(self) -> bool:

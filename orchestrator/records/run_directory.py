@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.mailbox.publish import publish_json
-from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.records.event_log import event_line, logged_disclosure, read_log
 from mailroom.orchestrator.records.layout import (
     MANIFEST_FILE,
@@ -22,9 +21,14 @@ from mailroom.orchestrator.records.layout import (
     RunPaths,
     split_attempt_id,
 )
+from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA
 from mailroom.orchestrator.records.private import append_private_line, make_private_dir
-from mailroom.orchestrator.records.result import RESULT_SCHEMA, RESULT_SCHEMAS, EpisodeResult
-from pydantic import ValidationError
+from mailroom.orchestrator.records.result import EpisodeResult
+from mailroom.orchestrator.records.upgrade import (
+    RecordRefusedError,
+    upgrade_manifest,
+    upgrade_result,
+)
 
 _PROC_LOCKS = Path("/proc/locks")
 
@@ -59,21 +63,16 @@ class AttemptRecord:
 
 
 def read_result(path: Path) -> EpisodeResult | CorruptResult:
-    """A result document, or why it cannot be trusted."""
+    """A result document of any version as the current one, or why it cannot be
+    trusted."""
     try:
         document = json.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
         return CorruptResult(path, f"unreadable or not JSON: {exc}")
-    kind = document.get("schema") if isinstance(document, dict) else None
-    if kind not in RESULT_SCHEMAS:
-        kind = RESULT_SCHEMA
-    errors = schema_errors(kind, document)
-    if errors:
-        return CorruptResult(path, f"does not match {kind}: {errors[0]}")
     try:
-        return EpisodeResult.model_validate(document)
-    except ValidationError as exc:
-        return CorruptResult(path, f"invalid: {exc.errors()[0]['msg']}")
+        return upgrade_result(document)
+    except RecordRefusedError as exc:
+        return CorruptResult(path, str(exc))
 
 
 class RunDirectory:
@@ -100,10 +99,17 @@ class RunDirectory:
         return self.manifest_path.is_file()
 
     def read_manifest(self) -> dict[str, Any]:
-        document: dict[str, Any] = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        return document
+        """The run's manifest, of whichever version it was written in, as the current
+        version's document; `OSError`, or a `ValueError` for one that is not JSON or a
+        `RecordRefusedError` for one that is no manifest (the file is left as it is)."""
+        document = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        return upgrade_manifest(document).document()
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Publish the run's manifest: only ever the current version, and a valid one."""
+        if manifest.get("schema") != MANIFEST_SCHEMA:
+            raise ValueError(f"a manifest is written as {MANIFEST_SCHEMA} only")
+        upgrade_manifest(manifest)
         make_private_dir(self.root)
         publish_json(self.manifest_path, manifest)
 

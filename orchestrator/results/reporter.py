@@ -303,7 +303,7 @@ def confinement_label(result: EpisodeResult) -> str:
     when it had one: the host's, or the provider gateway as its only route out)."""
     record = result.confinement
     if record is None:
-        return "unrecorded"  # a v1 result: its actor was not confined
+        return "unrecorded"  # not recorded: its actor ran as the evaluator's own user
     if record.mode == "sandbox" and record.network == "host":
         return "sandbox (host network)"
     if record.mode == "sandbox" and record.network == "gateway":

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal, get_args
 
 from mailroom.orchestrator.records.result import (
-    RESULT_SCHEMA,
     TOKEN_COUNTS,
+    UNMETERED_BEFORE_GATEWAY,
     EpisodeResult,
     ProviderUsage,
 )
@@ -61,7 +61,7 @@ def unmetered_reason(result: EpisodeResult) -> UnmeteredReason | None:
     """Why nothing metered this result's provider usage; None when the gateway did."""
     if isinstance(result.usage, ProviderUsage):
         return None
-    if result.schema_ != RESULT_SCHEMA:
+    if result.usage.source == UNMETERED_BEFORE_GATEWAY:
         return "before_v7"
     confinement = result.confinement
     if confinement is not None and confinement.mode == "external":

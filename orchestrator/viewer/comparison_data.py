@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.measures import percentile
-from mailroom.orchestrator.audit.scan import AuditError, read_verdict
+from mailroom.orchestrator.audit.verdict import AuditError, read_verdict
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
@@ -204,7 +204,7 @@ def usage_rows(u: UsageSummary) -> list[tuple[str, str]]:
 def _identity(manifest: dict[str, Any], report: Report, run_dir: Path) -> list[tuple[str, str]]:
     settings = manifest.get("settings", {})
     protocol = manifest.get("protocol", {})
-    confinement = manifest.get("confinement", {})
+    confinement = manifest.get("confinement") or {}
     blinding = manifest.get("blinding", {})
     profile = manifest.get("profile", {})
     declaration = profile.get("declaration", {}) if isinstance(profile, dict) else {}

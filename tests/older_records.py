@@ -1,0 +1,43 @@
+"""Documents as an earlier version wrote them, made from current ones: the old run
+directories the upgrade must keep readable. Each is checked against its frozen schema."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from mailroom.mailbox.schemas import schema_errors
+
+Doc = dict[str, Any]
+MANIFEST = "mailroom.run_manifest/v"
+
+
+def _drop(document: Doc, *path: str) -> None:
+    *parents, last = path
+    node = document
+    for part in parents:
+        node = node[part]
+    del node[last]
+
+
+def manifest_as(manifest: Doc, version: int) -> Doc:
+    """A current manifest as run manifest v`version` recorded it (v1 to v6)."""
+    older = copy.deepcopy(manifest)
+    if not older["profile"]["programs"]:
+        _drop(older, "profile", "programs")  # absent when none was copied
+    if version <= 5:
+        _drop(older, "provider_gateway")
+        _drop(older, "volatile", "provider_upstream")
+    if version <= 4:
+        _drop(older, "enforcement")
+    if version <= 3:
+        _drop(older, "protocol", "benchmark")
+    if version <= 2:
+        _drop(older, "blinding", "instructions_version")
+        older["profile"].pop("programs", None)
+    if version <= 1:
+        _drop(older, "confinement")
+    older["schema"] = f"{MANIFEST}{version}"
+    errors = schema_errors(older["schema"], older)
+    assert errors == [], f"not a {older['schema']} document: {errors[0]}"
+    return older
