@@ -1,7 +1,8 @@
 """Real agent CLIs as confined actors of a real LIBERO episode.
 
-Claude Code and Codex CLI, installed from the project's pinned npm lockfile, run as the
-actor of one LIBERO episode through `mailroom launch --profile claude_code|codex_cli`,
+Claude Code, Codex CLI and Gemini CLI, installed from the project's pinned npm lockfile,
+run as the actor of one LIBERO episode through `mailroom launch --profile
+claude_code|codex_cli|gemini_cli`,
 each in its bubblewrap sandbox whose only route out is the provider gateway. Only the
 model provider is stood in: a server on the host's 127.0.0.1 speaking the provider's
 streaming API, whose scripted "model" has the agent read each observation and write each
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -29,11 +31,12 @@ from typing import Any
 import pytest
 from agent_cli_support.anthropic_standin import AnthropicStandIn
 from agent_cli_support.driver import DriverSettings
-from agent_cli_support.http_standin import ScriptedStandIn
+from agent_cli_support.gemini_standin import GeminiStandIn
+from agent_cli_support.http_standin import Recorded, ScriptedStandIn
 from agent_cli_support.openai_standin import OpenAIStandIn
 from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
 from mailroom.mailbox.endpoint import new_mailbox_root
-from mailroom.orchestrator.actors.profiles import AGENT_CLI_FOLDER
+from mailroom.orchestrator.actors.agent_installation import AGENT_CLI_FOLDER
 
 pytestmark = pytest.mark.sim
 
@@ -82,7 +85,31 @@ CLIS = (
         None,
         "/v1/responses",
     ),
+    AgentCli(
+        "gemini_cli",
+        "gemini",
+        GeminiStandIn,
+        "GEMINI_API_KEY",
+        "GOOGLE_GEMINI_BASE_URL",
+        "",
+        "standin-gemini-model",
+        frozenset(
+            f"/v1beta/models/standin-gemini-model:{method}"
+            for method in ("streamGenerateContent", "generateContent", "countTokens")
+        ),
+        None,
+        "/v1beta/models/standin-gemini-model:streamGenerateContent",
+    ),
 )
+GEMINI_PATH_MODEL = re.compile(r"^/v1beta/models/([^/:?]+):")
+
+
+def _named_model(request: Recorded) -> str | None:
+    """The model a request asks for: its body's `model`, or (Gemini) its path's."""
+    if isinstance(request.body, dict) and "model" in request.body:
+        return str(request.body["model"])
+    in_path = GEMINI_PATH_MODEL.match(request.path)
+    return in_path.group(1) if in_path else None
 
 
 def test_the_agent_clis_are_installed_from_the_lockfile() -> None:
@@ -184,7 +211,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     packages = manifest["environment"]["packages"]
     for name in lock["packages"][""]["dependencies"]:
         assert packages[f"npm:{name}"] == lock["packages"][f"node_modules/{name}"]["version"]
-    wrappers = {p.name for p in (REPO / "AgentPolicies" / cli.profile).glob("*.sh")}
+    wrappers = {p.name for p in (REPO / "agents" / cli.profile).glob("*.sh")}
     assert {Path(p).name for p in manifest["profile"].get("programs", {})} == wrappers
     assert cli.key_variable not in manifest["confinement"]["pass_env"]
 
@@ -192,12 +219,14 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     # calls drove the episode.
     assert requests, "the agent never reached its provider"
     assert {r.path.split("?")[0] for r in requests} <= cli.routes, {r.path for r in requests}
-    models = {
-        r.body.get("model") for r in requests if isinstance(r.body, dict) and "model" in r.body
-    }
-    assert models == {cli.model}
+    assert {_named_model(r) for r in requests} - {None} == {cli.model}
     # The real key on every request that reached the provider; the episode's token never.
-    presented = {r.headers.get("x-api-key") or r.headers.get("authorization") for r in requests}
+    presented = {
+        r.headers.get("x-api-key")
+        or r.headers.get("x-goog-api-key")
+        or r.headers.get("authorization")
+        for r in requests
+    }
     assert presented <= {KEY, f"Bearer {KEY}"}, presented
 
     # Metered by the gateway: exactly what the stand-in reported, per answering model.

@@ -19,6 +19,18 @@ ends, a JSON body's only until it is read, each up to a cap).
   counted once each whether seen in `response.output_item.done` or in the final output.
   It reports no cache writes (None). Unstreamed, it answers the response object.
 
+- Google's Gemini API streams `data:` events with no name (`?alt=sse`), each a
+  GenerateContentResponse: `modelVersion` (the model that answered), `usageMetadata`
+  (the usage so far: the last one said counts; proto3 JSON leaves a zero count out),
+  `candidates` (a `finishReason` once the answer ends; `groundingMetadata`'s
+  `webSearchQueries` for a Google Search the provider ran). Unstreamed, it answers one
+  such object; an error is `{"error": {"code", "message", "status"}}`. Its
+  `promptTokenCount` includes `cachedContentTokenCount`; the input is the prompt plus
+  `toolUsePromptTokenCount`, the output `candidatesTokenCount` plus
+  `thoughtsTokenCount` (thinking is billed as output). It reports no cache writes
+  (None). The requested model is named in the path (`/v1beta/models/{model}:...`),
+  not the body.
+
 A provider's values are trusted only as what they claim to be: a token count must be a
 non-negative int (not a bool, a float, a string, nor past `MAX_TOKENS`), a name a
 non-empty string of at most `MAX_NAME` characters. Anything else counts as not said
@@ -125,17 +137,28 @@ def response_meter(kind: ProviderKind, content_type: str | None, status: int) ->
     """A meter for one upstream response: a server-sent event stream when the content
     type says so and the status is a success, else a JSON body (an error's, from 400 on:
     its type is read, never usage)."""
-    reader: _Reader = _Anthropic() if kind == "anthropic" else _OpenAI()
+    reader: _Reader = READERS[kind]()
     media = (content_type or "").split(";", 1)[0].strip().lower()
     if status < 400 and media == "text/event-stream":
         return _StreamMeter(reader)
     return _BodyMeter(reader, status)
 
 
-def requested_model(body: bytes, content_encoding: str | None) -> str | None:
-    """The `"model"` a JSON request body asks for, or None (an encoding not understood,
-    a body or its decoding past `MAX_REQUEST_BYTES`, not JSON, no such name). Decodes
-    gzip, deflate and identity, and zstd where the `zstandard` module is installed."""
+def requested_model(
+    body: bytes,
+    content_encoding: str | None,
+    *,
+    path: str = "",
+    kind: ProviderKind = "anthropic",
+) -> str | None:
+    """The model a request asks for, or None. The Gemini API names it in the path
+    (`path`, without the gateway's base path); the others in the JSON body's `"model"`
+    (None: an encoding not understood, a body or its decoding past
+    `MAX_REQUEST_BYTES`, not JSON, no such name). Decodes gzip, deflate and identity, and
+    zstd where the `zstandard` module is installed."""
+    if kind == "gemini":
+        named = _MODEL_IN_PATH.match(path)
+        return _name(named.group(1)) if named else None
     decoded = _decoded(body, content_encoding)
     if decoded is None:
         return None
@@ -146,6 +169,7 @@ def requested_model(body: bytes, content_encoding: str | None) -> str | None:
 
 
 _BLANK = re.compile(r"[ \t\n\r]*")
+_MODEL_IN_PATH = re.compile(r"^/v1[a-z0-9]*/(?:models|tunedModels)/([A-Za-z0-9._-]+):")
 _DECODER = json.JSONDecoder()
 
 
@@ -196,9 +220,10 @@ def _said_name(fields: dict[str, Any], key: str, before: str | None) -> str | No
 
 
 def _error_type(error: object) -> str:
-    """An error object's type (or code); "error" when it names none readably."""
+    """An error object's type (or code, or Google's status); "error" when it names none
+    readably."""
     if isinstance(error, dict):
-        for key in ("type", "code"):
+        for key in ("type", "code", "status"):
             name = _name(error.get(key))
             if name is not None:
                 return name
@@ -428,6 +453,74 @@ class _OpenAI(_Reader):
         self._hosted += 1
         if item.get("type") == "web_search_call":
             self._searches += 1
+
+
+class _Gemini(_Reader):
+    # Its events are unnamed: one passed over leaves the usage in doubt (`passed_over`).
+    usage_events = frozenset()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queries: set[str] = set()  # the Google Search queries the provider ran
+        self._queries_lost = False
+
+    def event(self, kind: str | None, data: dict[str, Any]) -> None:
+        self.document(data)
+
+    def document(self, document: dict[str, Any]) -> None:
+        error = document.get("error")
+        if error is not None:
+            self.error = _error_type(error)
+            return
+        self.model = _said_name(document, "modelVersion", self.model)
+        usage = document.get("usageMetadata")
+        if isinstance(usage, dict):
+            self._usage(usage)
+        elif usage is not None:
+            self.input_tokens = self.output_tokens = self.cache_read_tokens = None
+        candidates = document.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else []:
+            if not isinstance(candidate, dict):
+                continue
+            if _name(candidate.get("finishReason")) is not None:
+                self.complete = True
+            self._grounding(candidate.get("groundingMetadata"))
+
+    def result(self) -> Metered:
+        searches = None if self._queries_lost else len(self._queries)
+        self.server_tool_uses = self.web_search_requests = searches
+        return super().result()
+
+    def _usage(self, usage: dict[str, Any]) -> None:
+        """One usageMetadata: the whole usage so far (a count left out is zero)."""
+
+        def total(*keys: str) -> int | None:
+            counts = [0 if usage.get(key) is None else _tokens(usage.get(key)) for key in keys]
+            known = [c for c in counts if c is not None]
+            return sum(known) if len(known) == len(counts) else None
+
+        self.input_tokens = total("promptTokenCount", "toolUsePromptTokenCount")
+        self.output_tokens = total("candidatesTokenCount", "thoughtsTokenCount")
+        self.cache_read_tokens = total("cachedContentTokenCount")
+
+    def _grounding(self, grounding: object) -> None:
+        if grounding is None:
+            return
+        queries = grounding.get("webSearchQueries") if isinstance(grounding, dict) else None
+        if queries is None and isinstance(grounding, dict):
+            return
+        names = [_name(q) for q in queries] if isinstance(queries, list) else [None]
+        if None in names or len(self._queries) + len(names) > MAX_TRACKED_ITEMS:
+            self._queries_lost = True
+            return
+        self._queries.update(n for n in names if n is not None)
+
+
+READERS: dict[ProviderKind, Callable[[], _Reader]] = {
+    "anthropic": _Anthropic,
+    "openai_responses": _OpenAI,
+    "gemini": _Gemini,
+}
 
 
 class _EventStream:

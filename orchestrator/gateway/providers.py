@@ -1,6 +1,10 @@
 """What the gateway must know of each provider API it speaks: its public address, how a
 key travels, and how its errors look (a refusal is shaped as the provider's own error,
-so the agent's client reports it as an API error rather than a broken connection)."""
+so the agent's client reports it as an API error rather than a broken connection).
+
+The Gemini API's errors are Google's (`{"error": {"code", "message", "status"}}`, the
+status a google.rpc code name); the gateway's own reason goes in an `ErrorInfo` detail.
+"""
 
 from __future__ import annotations
 
@@ -23,8 +27,24 @@ class ProviderApi:
 
     def error_body(self, status: int, error_type: str, message: str) -> bytes:
         """A refusal in the provider's own error shape."""
-        if self.kind == "anthropic":
-            document: dict[str, object] = {
+        document: dict[str, object]
+        if self.kind == "gemini":
+            document = {
+                "error": {
+                    "code": status,
+                    "message": message,
+                    "status": GOOGLE_STATUS.get(status, "UNKNOWN"),
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": error_type.upper(),
+                            "domain": "mailroom.gateway",
+                        }
+                    ],
+                }
+            }
+        elif self.kind == "anthropic":
+            document = {
                 "type": "error",
                 "error": {"type": error_type, "message": message},
             }
@@ -40,10 +60,35 @@ PROVIDER_APIS: dict[ProviderKind, ProviderApi] = {
     "openai_responses": ProviderApi(
         "openai_responses", "https://api.openai.com/v1", "authorization", "Bearer "
     ),
+    "gemini": ProviderApi(
+        "gemini", "https://generativelanguage.googleapis.com", "x-goog-api-key", ""
+    ),
 }
+# The google.rpc code name of each status the gateway answers with itself.
+GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    502: "UNAVAILABLE",
+}
+# Query parameters that may carry a credential (the Gemini API also takes `?key=`):
+# never forwarded as the agent sent them.
+CREDENTIAL_QUERY = frozenset({"key", "access_token"})
 # Headers that may carry a credential: never forwarded as the agent sent them, never kept.
 CREDENTIAL_HEADERS = frozenset(
-    {"x-api-key", "authorization", "proxy-authorization", "cookie", "openai-organization"}
+    {
+        "x-api-key",
+        "x-goog-api-key",
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "openai-organization",
+        "x-goog-user-project",
+        "x-gemini-api-privileged-user-id",
+    }
 )
 # Hop-by-hop headers (RFC 9110 7.6.1): never passed on, either way.
 HOP_BY_HOP = frozenset(
@@ -74,11 +119,12 @@ NOT_RETURNED = HOP_BY_HOP | {"content-length", "content-encoding", "set-cookie",
 
 
 def presented_token(headers: dict[str, str]) -> str | None:
-    """The token a request presents: `x-api-key`, or `Authorization: Bearer` (either
-    provider's client may use either)."""
-    key = headers.get("x-api-key")
-    if key:
-        return key.strip()
+    """The token a request presents: `x-api-key`, `x-goog-api-key`, or `Authorization:
+    Bearer` (a provider's client may use another's)."""
+    for name in ("x-api-key", "x-goog-api-key"):
+        key = headers.get(name)
+        if key:
+            return key.strip()
     authorization = headers.get("authorization", "")
     scheme, _, value = authorization.partition(" ")
     if scheme.lower() == "bearer" and value.strip():

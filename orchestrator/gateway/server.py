@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -42,6 +42,7 @@ from mailroom.orchestrator.gateway.metering import requested_model, response_met
 from mailroom.orchestrator.gateway.prices import PriceTable, load_price_table
 from mailroom.orchestrator.gateway.providers import (
     CREDENTIAL_HEADERS,
+    CREDENTIAL_QUERY,
     NOT_FORWARDED,
     NOT_RETURNED,
     PROVIDER_APIS,
@@ -219,13 +220,15 @@ async def handle(request: web.Request) -> web.StreamResponse:
     headers["accept-encoding"] = "identity"  # the meter reads the answer as it streams
     base_path = gate.declaration.base_path
     tail = path[len(base_path) :] if base_path and path.startswith(base_path) else path
-    url = gate.upstream + tail + (f"?{request.rel_url.raw_query_string}" if request.query else "")
+    url = gate.upstream + tail + _forwarded_query(request)
     common: dict[str, Any] = {
         "decision": decision,
         "method": request.method,
         "route": path,
         "request_bytes": len(body),
-        "requested_model": requested_model(body, request.headers.get("content-encoding")),
+        "requested_model": requested_model(
+            body, request.headers.get("content-encoding"), path=tail, kind=gate.declaration.kind
+        ),
     }
     session: aiohttp.ClientSession = request.app[SESSION_KEY]
     try:
@@ -237,6 +240,16 @@ async def handle(request: web.Request) -> web.StreamResponse:
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         return await _unreachable(request, gate, common, started, "connection", exc)
     return await _stream_back(request, gate, upstream, common, started)
+
+
+def _forwarded_query(request: web.Request) -> str:
+    """The request's query as sent, less any parameter that may carry a credential."""
+    if not request.query:
+        return ""
+    if not any(name.lower() in CREDENTIAL_QUERY for name in request.query):
+        return f"?{request.rel_url.raw_query_string}"
+    kept = [(k, v) for k, v in request.query.items() if k.lower() not in CREDENTIAL_QUERY]
+    return f"?{urlencode(kept)}" if kept else ""
 
 
 async def _unreachable(

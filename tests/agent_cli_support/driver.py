@@ -21,7 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENDPOINT_LINE = re.compile(r"^Your endpoint directory: (/.*\S)[ \t]*$", re.MULTILINE)
-MARKER = re.compile(r"^@@ (obs|closed|waiting|wrote)(?: (\d+))?\s*$", re.MULTILINE)
+# A marker starts its line, or follows a short label an agent puts before a command's
+# output on the same line (Gemini CLI's "Output: ").
+MARKER = re.compile(
+    r"^(?:[A-Za-z ]{1,20}: )?@@ (obs|closed|waiting|wrote)(?: (\d+))?\s*$", re.MULTILINE
+)
 SMALL_ACTION: tuple[float, ...] = (0.0, 0.0, 0.1, 0.0, 0.0, 0.0, -1.0)
 FINAL_TEXT = "The episode is over: closed.json appeared, so I stop here."
 NO_ENDPOINT_TEXT = "I found no endpoint directory in the instructions, so I cannot start."
@@ -40,6 +44,8 @@ class DriverSettings:
     poll_s: float = 0.1
     max_waits: int = 40  # consecutive waits without news before giving up
     max_tool_results: int = 500  # a conversation this long ends (a runaway loop)
+    # Commands without `$(...)` or backquotes (Gemini CLI refuses a command substitution).
+    substitution_free: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,10 +116,18 @@ def wait_command(endpoint: str, sequence: int, settings: DriverSettings) -> str:
     polls = max(1, round(settings.wait_s / settings.poll_s))
     obs = f"{outbox}/obs-{sequence}.json"
     closed = f"{outbox}/closed.json"
+    if settings.substitution_free:
+        waiting = (
+            f'timeout {settings.wait_s:g} sh -c "until [ -e {obs} ] || [ -e {closed} ]; '
+            f'do sleep {settings.poll_s:g}; done"; '
+        )
+    else:
+        waiting = (
+            f"i=0; while [ ! -e {obs} ] && [ ! -e {closed} ] && [ $i -lt {polls} ]; "
+            f"do sleep {settings.poll_s:g}; i=$((i+1)); done; "
+        )
     return (
-        f"i=0; while [ ! -e {obs} ] && [ ! -e {closed} ] && [ $i -lt {polls} ]; "
-        f"do sleep {settings.poll_s:g}; i=$((i+1)); done; "
-        f"if [ -e {closed} ]; then echo '@@ closed'; cat {closed}; echo; "
+        waiting + f"if [ -e {closed} ]; then echo '@@ closed'; cat {closed}; echo; "
         f"elif [ -e {obs} ]; then echo '@@ obs {sequence}'; cat {obs}; echo; "
         f"else echo '@@ waiting {sequence}'; fi"
     )

@@ -61,7 +61,9 @@ class SseEvent:
     data: dict[str, Any]
 
     def encode(self) -> bytes:
-        return f"event: {self.name}\ndata: {json.dumps(self.data)}\n\n".encode()
+        """The event as sent; an unnamed one (`name` empty) is its data line alone."""
+        named = f"event: {self.name}\n" if self.name else ""
+        return f"{named}data: {json.dumps(self.data)}\n\n".encode()
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,14 @@ class ScriptedStandIn(StandInServer):
         return None
 
     # -- provider hooks --------------------------------------------------------------
+    def requested_model(self, request: Request, body: Any) -> str | None:
+        """The model a generation request asks for (the body's `model`)."""
+        return str(body["model"]) if isinstance(body, dict) and "model" in body else None
+
+    def streamed(self, request: Request, body: Any) -> bool:
+        """Whether a generation request asks for a stream (the body's `stream`)."""
+        return bool(body.get("stream")) if isinstance(body, dict) else False
+
     def answer(self, request: Request, body: dict[str, Any], admission: Admission) -> Answer:
         """The normal answer to a generation request whose body is a JSON object."""
         raise NotImplementedError
@@ -564,8 +574,8 @@ class ScriptedStandIn(StandInServer):
         """Answer one generation request: a scripted fault, or the provider's answer
         (cut if scripted), and enter it in the ledger."""
         body = request.json()
-        requested = str(body["model"]) if isinstance(body, dict) and "model" in body else None
-        stream = bool(body.get("stream")) if isinstance(body, dict) else False
+        requested = self.requested_model(request, body)
+        stream = self.streamed(request, body)
         with self._state:
             self._generations += 1
             admission = Admission(self._generations, self.answer_model, self.web_search_requests)
