@@ -31,7 +31,7 @@ from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted
 from mailroom.mailbox.watcher import FallbackReason
 from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
-from mailroom.orchestrator.campaign.slots import LiveEpisode, LiveEpisodes, task_key
+from mailroom.orchestrator.campaign.live_episodes import LiveEpisode, LiveEpisodes, task_key
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import Awaiting, EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings

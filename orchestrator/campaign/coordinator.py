@@ -2,7 +2,7 @@
 
 An attempt whose observations an actor may have seen is never re-run silently: `schedule`
 records it as interrupted. Each worker process hosts up to `slots` live episodes
-(`campaign/slots.py`), builds its simulators lazily (EGL contexts do not survive a fork)
+(`campaign/live_episodes.py`), builds its simulators lazily (EGL contexts do not survive a fork)
 and reuses them across the episodes of a task. The parent never imports the simulator;
 it hands out work by task, collects results and records the attempts a lost worker
 leaves without one. `Executor` is where work runs: `LocalExecutor` here, the Ray
@@ -177,7 +177,7 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
     # limit goes up to the hard one, and the worker says what it was.
     opened = raise_open_files()
     report_q.put(("open_files_raised", "", 0, opened.soft_before, opened.soft, opened.hard))
-    from mailroom.orchestrator.campaign.slots import LiveEpisodes
+    from mailroom.orchestrator.campaign.live_episodes import LiveEpisodes
 
     open_simulator = config.simulator
     if open_simulator is None:

@@ -143,7 +143,7 @@ class ClusterWorker:
         """Serve episodes until the driver offers None; the staging folder goes last."""
         from mailroom.orchestrator.actors.lifetime import hold_children_in_pid_namespace
         from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
-        from mailroom.orchestrator.campaign.slots import LiveEpisodes
+        from mailroom.orchestrator.campaign.live_episodes import LiveEpisodes
 
         raise_open_files()  # each live episode holds about a dozen (`kernel_capacity`)
         # The actors go into a pid namespace whose init exits with this process (not with

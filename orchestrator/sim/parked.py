@@ -14,7 +14,7 @@ episode is a `ParkedEpisode`, a `Simulator` to the runner: an actor cannot tell.
   simulator of its own; so does every episode of a simulator that is not `Parkable`.
   `ParkedEpisode.holding` says which: `parked` or `dedicated`.
 
-Starts run on one thread and steps on another (`campaign.slots`): the host's lock
+Starts run on one thread and steps on another (`campaign.live_episodes`): the host's lock
 makes each hand-over atomic, and each simulator is used by one thread at a time (the
 starter by starts, the serving one by steps), except at the first start's hand-over.
 """
