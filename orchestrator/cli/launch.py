@@ -282,7 +282,7 @@ def _progress_listener(progress: Progress, task: Any, counts: dict[str, int], ru
     return listen
 
 
-def _execute(
+def execute_launch(
     run_dir: Path,
     *,
     plan_bytes: bytes,
@@ -301,7 +301,11 @@ def _execute(
     ray_address: str = "auto",
     holding: Holding = "parked",
     require_memory_limit: bool = False,
+    finish: Callable[[Path], int] | None = None,
 ) -> None:
+    """Run the plan's cases into `run_dir` and end the command: the run's report and its
+    exit code, or, with `finish`, what `finish` prints of the run and the code it
+    returns (the demo's one episode)."""
     from mailroom.orchestrator.campaign.launch import (
         CampaignRequest,
         NestedDirectoriesError,
@@ -402,6 +406,8 @@ def _execute(
         for attempt_id, reason in outcome.unrecorded:
             console.print(f"[red]infrastructure error:[/red] {attempt_id}: {reason}")
         sys.exit(EXIT_INFRASTRUCTURE)
+    if finish is not None:
+        sys.exit(finish(run_dir))
     report = build_report(run_dir)
     if as_json:
         sys.stdout.write(report_json(report) + "\n")
@@ -855,7 +861,7 @@ def launch(
     except ConfinementError as exc:
         raise click.UsageError(str(exc)) from exc
     with own_mailbox_root(mailbox_root) as root:
-        _execute(
+        execute_launch(
             run_dir,
             plan_bytes=plan_file.read_bytes(),
             profile=loaded,
@@ -929,7 +935,7 @@ def resume(
     loaded = recorded_profile(manifest, last.profile_dir)
     refuse_unset_environment(loaded, volatile["actor_command"] is not None)
     with own_mailbox_root(mailbox_root) as root:
-        _execute(
+        execute_launch(
             run_dir,
             plan_bytes=run.plan_path.read_bytes(),
             profile=loaded,

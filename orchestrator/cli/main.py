@@ -11,11 +11,16 @@ from typing import cast
 import click
 from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.packages.headless import configure_headless_rendering
+from rich.markup import escape
 from rich.table import Table
 
 configure_headless_rendering()
 
-from mailroom.orchestrator.cli.exits import EXIT_EPISODE_ERROR, EXIT_OK  # noqa: E402
+from mailroom.orchestrator.cli.exits import (  # noqa: E402
+    EXIT_EPISODE_ERROR,
+    EXIT_INCOMPLETE,
+    EXIT_OK,
+)
 from mailroom.orchestrator.cli.options import (  # noqa: E402
     confinement_option,
     console,
@@ -70,7 +75,7 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
         ),
         ("outcome", result.outcome),
         ("termination", str(result.termination)),
-        ("truncation", str(result.truncation)),
+        ("truncation", result.truncation or "none"),
         ("policy calls", str(c.policy_calls)),
         ("action decisions", str(c.action_decisions)),
         ("rejected / stop responses", f"{c.rejected_responses} / {c.stop_responses}"),
@@ -119,25 +124,21 @@ def demo(
     confinement: str,
 ) -> None:
     """One blinded LIBERO-10 episode (task 0, initial state 0, seed 20260907) on the real
-    simulator, answered by the built-in diagnostic actor in its own confined process."""
-    from mailroom.orchestrator.actors.confinement import ConfinementSettings
-    from mailroom.orchestrator.campaign.manifest import build_manifest
+    simulator, answered by the built-in diagnostic actor in its own confined process: a
+    launch of a one-case plan with the diagnostic profile, printed as its one result."""
+    from mailroom.orchestrator.actors.confinement import ConfinementError, resolve_confinement
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
     from mailroom.orchestrator.catalog.plans import render_plan
     from mailroom.orchestrator.cli.launch import (
-        build_launcher,
+        execute_launch,
         load_profile_option,
         own_mailbox_root,
         profile_actor_command,
-        refuse_private_mailbox_root,
     )
-    from mailroom.orchestrator.episode.blinded import run_blinded_episode
     from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.families.plans import build_plan
-    from mailroom.orchestrator.families.registry import reference_horizon
     from mailroom.orchestrator.records.confinement import ConfinementMode
     from mailroom.orchestrator.records.run_directory import RunDirectory
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
 
     profile = "scripted_diagnostic"
     settings = RunSettings(
@@ -148,74 +149,51 @@ def demo(
         watch_mode=cast(WatchMode, watch_mode),
     )
     run_dir = run_dir or default_run_dir(profile, "demo")
-    # A run of one case like any other, so report, audit and export read it.
+    if RunDirectory(run_dir).exists():
+        raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
     plan = build_plan("task_coverage", suite=DEMO_CASE.suite, task_ids=[DEMO_CASE.task_index])
-    (case,) = plan.to_cases()
-    with own_mailbox_root(mailbox_root) as mailbox_root:
-        if run_dir.resolve().is_relative_to(mailbox_root.resolve()):
-            raise click.UsageError("the run directory must not be under the mailbox root")
-        run = RunDirectory(run_dir)
-        if run.exists():
-            raise click.UsageError(f"{run_dir} holds a run already: choose a new --run-dir")
-        refuse_private_mailbox_root(run_dir, mailbox_root, plan)
-        loaded = load_profile_option(profile)
-        limits = loaded.profile.limits
-        actor = profile_actor_command(loaded, None)
-        assert actor is not None  # the diagnostic profile declares its actor
-        chosen = ConfinementSettings(mode=cast(ConfinementMode, confinement))
-        launcher = build_launcher(
-            actor,
-            confinement=chosen,
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-            profile=loaded,
+    loaded = load_profile_option(profile)
+    actor = profile_actor_command(loaded, None)
+    assert actor is not None  # the diagnostic profile declares its actor
+    try:
+        chosen = resolve_confinement(
+            requested=cast(ConfinementMode, confinement),
+            spawns_actors=True,
+            declaration=loaded.profile.confinement,
+            actor_paths=(),
         )
-        assert launcher is not None
-        manifest = build_manifest(
-            run_id=run_dir.name,
-            plan_sha256=plan.plan_sha256,
-            plan_kind=plan.kind,
-            n_cases=1,
-            profile_name=profile,
-            profile_declaration=loaded.profile.declaration(),
-            settings=settings,
-            actor_command=actor,
-            record="full",
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-            workers=1,
-            confinement=chosen,
-            sandbox_tool=None if launcher.sandbox is None else launcher.sandbox.tool,
-            programs=launcher.programs(),
-        )
-        run.write_manifest(manifest)
-        run.plan_path.write_bytes(render_plan(plan))
-        run.event("launched", volatile=manifest["volatile"])
-        adapter = LiberoAdapter(
-            control_cap=settings.control_cap(reference_horizon(case.suite).controls)
-        )
-        try:
-            with console.status("running one blinded episode on the real simulator..."):
-                result = run_blinded_episode(
-                    case,
-                    attempt=1,
-                    settings=settings,
-                    adapter=adapter,
-                    run_dir=run_dir,
-                    mailbox_root=mailbox_root,
-                    launch_actor=launcher,
-                    limits=limits,
-                    instructions=loaded.profile.instructions_version,
-                )
-            run.event("launch_finished")
-        finally:
-            adapter.close()
+    except ConfinementError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    def show_the_result(run: Path) -> int:
+        (attempt,) = RunDirectory(run).attempts()
+        result = attempt.result
+        if not isinstance(result, EpisodeResult):
+            console.print(f"[red]no readable result:[/red] {escape(str(result))}", highlight=False)
+            return EXIT_INCOMPLETE
         if as_json:
             sys.stdout.write(json.dumps(result.document(), indent=2, sort_keys=True) + "\n")
         else:
-            _print_result(result, run_dir)
-        sys.exit(EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK)
+            _print_result(result, run)
+        return EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK
+
+    with own_mailbox_root(mailbox_root) as root:
+        execute_launch(
+            run_dir,
+            plan_bytes=render_plan(plan),
+            profile=loaded,
+            settings=settings,
+            actor_command=actor,
+            mailbox_root=root,
+            workers=1,
+            record="full",
+            rerun_errored=False,
+            as_json=as_json,
+            confinement=chosen,
+            slots=1,
+            holding="dedicated",
+            finish=show_the_result,
+        )
 
 
 def _register() -> None:
