@@ -11,15 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.orchestrator.viewer.trace import (
-    MAX_STEPS,
     Clipped,
     Step,
     TraceParser,
     TraceReader,
-    as_text,
     result_text,
     short_name,
-    tool_call,
 )
 
 
@@ -35,13 +32,8 @@ def _assistant(content: Any, line: int, reader: TraceReader, calls: dict[str, St
         elif part == "redacted_thinking":
             reader.add(Step("thinking", line, text=Clipped.of("[redacted thinking]")))
         elif isinstance(part, str) and part.endswith("tool_use"):
-            tool_input = block.get("input")
-            command = tool_input.get("command") if isinstance(tool_input, dict) else None
-            text = command if isinstance(command, str) else as_text(tool_input)
-            step = reader.add(tool_call(line, short_name(block.get("name")), text))
-            call_id = block.get("id")
-            if step is not None and isinstance(call_id, str) and len(calls) < MAX_STEPS:
-                calls[call_id] = step
+            name = short_name(block.get("name"))
+            reader.add_call(line, name, block.get("input"), block.get("id"), calls)
 
 
 def _user(content: Any, line: int, reader: TraceReader, calls: dict[str, Step]) -> None:
@@ -53,10 +45,7 @@ def _user(content: Any, line: int, reader: TraceReader, calls: dict[str, Step]) 
             continue
         part = block.get("type")
         if part == "tool_result":
-            call_id = block.get("tool_use_id")
-            answered = calls.get(call_id) if isinstance(call_id, str) else None
-            if answered is None or answered.output is not None:
-                answered = reader.add(Step("tool", line, tool="(a call not in the trace)"))
+            answered = reader.answered_call(line, block.get("tool_use_id"), calls)
             if answered is not None:
                 answered.output = Clipped.of(result_text(block.get("content")))
                 error = block.get("is_error")

@@ -14,14 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from mailroom.orchestrator.viewer.trace import (
-    MAX_STEPS,
     Clipped,
     Step,
     TraceParser,
     TraceReader,
     as_text,
     short_name,
-    tool_call,
 )
 
 # Where the answer being pieced together waits among the calls (no tool id has a NUL).
@@ -77,19 +75,11 @@ def read_event(
             reader.add(Step("input", line, text=Clipped.of(text)))
         return True
     if kind == "tool_use":
-        parameters = record.get("parameters")
-        command = parameters.get("command") if isinstance(parameters, dict) else None
-        shown = command if isinstance(command, str) else as_text(parameters)
-        step = reader.add(tool_call(line, short_name(record.get("tool_name")), shown))
-        tool_id = record.get("tool_id")
-        if step is not None and isinstance(tool_id, str) and len(calls) < MAX_STEPS:
-            calls[tool_id] = step
+        name = short_name(record.get("tool_name"))
+        reader.add_call(line, name, record.get("parameters"), record.get("tool_id"), calls)
         return True
     if kind == "tool_result":
-        tool_id = record.get("tool_id")
-        answered = calls.get(tool_id) if isinstance(tool_id, str) else None
-        if answered is None or answered.output is not None:
-            answered = reader.add(Step("tool", line, tool="(a call not in the trace)"))
+        answered = reader.answered_call(line, record.get("tool_id"), calls)
         if answered is not None:
             status = short_name(record.get("status"))
             output = record.get("output")

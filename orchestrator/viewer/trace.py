@@ -241,6 +241,27 @@ class TraceReader:
         self.trace.steps.append(step)
         return step
 
+    def add_call(
+        self, line: int, tool: str | None, arguments: Any, call_id: Any, ids: dict[str, Step]
+    ) -> Step | None:
+        """A tool call's step: its arguments' `command` shown when it is a string, else
+        the arguments as text; kept in `ids` by `call_id` for the result that answers it."""
+        command = arguments.get("command") if isinstance(arguments, dict) else None
+        step = self.add(
+            tool_call(line, tool, command if isinstance(command, str) else as_text(arguments))
+        )
+        if step is not None and isinstance(call_id, str) and len(ids) < MAX_STEPS:
+            ids[call_id] = step
+        return step
+
+    def answered_call(self, line: int, call_id: Any, ids: dict[str, Step]) -> Step | None:
+        """The call a result answers, by its id; for a call not in the trace (or one
+        answered already) a step standing for it."""
+        answered = ids.get(call_id) if isinstance(call_id, str) else None
+        if answered is None or answered.output is not None:
+            answered = self.add(Step("tool", line, tool="(a call not in the trace)"))
+        return answered
+
     def leave_out(self, why: str, line: int) -> None:
         count, lines = self.left_out.get(why, (0, []))
         if len(lines) < 5:
