@@ -9,11 +9,12 @@ response schema (the CLI's routing and next-speaker checks) is answered with an 
 of that schema. `:countTokens` answers an estimate. `HEAD /` and `GET /` answer 200,
 anything else 404 in Google's error shape.
 
-Usage varies per generation request (see `response_usage`): `promptTokenCount` includes
-`cachedContentTokenCount` (nonzero on some), `thoughtsTokenCount` on some, zero counts
-left out as proto3 JSON leaves them. Reported web searches are `groundingMetadata`
-`webSearchQueries` in the last chunk. Faults answer 429 `RESOURCE_EXHAUSTED` (with
-`retry-after`) and 503 `UNAVAILABLE`, in Google's error shape.
+Usage varies per generation request (see `http_standin.varied_usage`, its reasoning
+tokens the thoughts): `promptTokenCount` includes `cachedContentTokenCount` (nonzero on
+some), `thoughtsTokenCount` on some, zero counts left out as proto3 JSON leaves them.
+Reported web searches are `groundingMetadata` `webSearchQueries` in the last chunk.
+Faults answer 429 `RESOURCE_EXHAUSTED` (with `retry-after`) and 503 `UNAVAILABLE`, in
+Google's error shape.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from .driver import Conversation, DriverSettings, FinalText, Move, ShellCommand, next_move
+from .driver import Conversation, FinalText, Move, ShellCommand, next_move
 from .http_standin import (
     Admission,
     Answer,
@@ -34,8 +34,7 @@ from .http_standin import (
     SseEvent,
     Usage,
     approximate_tokens,
-    even_only,
-    two_in_three,
+    varied_usage,
 )
 
 SIDE_REQUEST_TEXT = "OK"
@@ -116,21 +115,6 @@ def schema_answer(schema: Any) -> Any:
     )
 
 
-def response_usage(number: int, prompt_tokens: int, content_tokens: int, searches: int) -> Usage:
-    """The usage of generation request `number`: cached = even_only(number), prompt =
-    prompt_tokens + number + cached, thoughts = two_in_three(number), candidates =
-    content_tokens + number; output counts candidates and thoughts."""
-    cached = even_only(number)
-    thoughts = two_in_three(number)
-    return Usage(
-        input_tokens=prompt_tokens + number + cached,
-        output_tokens=content_tokens + number + thoughts,
-        cache_read_tokens=cached,
-        reasoning_tokens=thoughts,
-        server_tool_uses=searches,
-    )
-
-
 def usage_metadata(usage: Usage) -> dict[str, int]:
     """`usage` in the API's fields, zero counts left out."""
     fields = {
@@ -171,18 +155,7 @@ class GeminiStandIn(ScriptedStandIn):
     name = "gemini"
     generation_route = "/v1beta/models/{model}:streamGenerateContent"
 
-    def __init__(
-        self,
-        settings: DriverSettings | None = None,
-        *,
-        answer_model: str | None = None,
-        web_search_requests: int = 0,
-    ) -> None:
-        # Gemini CLI's shell tool refuses a command substitution.
-        scripted = replace(settings or DriverSettings(), substitution_free=True)
-        super().__init__(
-            scripted, answer_model=answer_model, web_search_requests=web_search_requests
-        )
+    substitution_free = True  # Gemini CLI's shell tool refuses a command substitution
 
     def handle(self, request: Request) -> tuple[Reply, str]:
         if (probe := self.root(request)) is not None:
@@ -231,7 +204,7 @@ class GeminiStandIn(ScriptedStandIn):
         )
         if model != requested:
             summary += f" answered-as={model}"
-        usage = response_usage(
+        usage = varied_usage(
             admission.number,
             approximate_tokens(request.body),
             max(1, len(json.dumps(part)) // 4),

@@ -425,6 +425,8 @@ class ScriptedStandIn(StandInServer):
     """
 
     generation_route: ClassVar[str] = ""  # the POST route that generates
+    # The agent's shell refuses `$(...)` and backquotes: the driver writes commands without.
+    substitution_free: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -435,6 +437,8 @@ class ScriptedStandIn(StandInServer):
     ) -> None:
         super().__init__()
         self.settings = settings or DriverSettings()
+        if self.substitution_free:
+            self.settings = replace(self.settings, substitution_free=True)
         self.answer_model = answer_model
         self.web_search_requests = web_search_requests
         self._ids = itertools.count(1)
@@ -664,6 +668,22 @@ def _part(size: int, keep: int | None) -> int:
 def approximate_tokens(body: bytes) -> int:
     """A token count stand-in: about four bytes a token."""
     return max(1, len(body) // 4)
+
+
+def varied_usage(number: int, prompt_tokens: int, content_tokens: int, searches: int) -> Usage:
+    """The usage of generation request `number` where the input counts its cached tokens
+    and the output its reasoning (OpenAI, Gemini): cached = even_only(number), input =
+    prompt_tokens + number + cached, reasoning = two_in_three(number), output =
+    content_tokens + number + reasoning; web searches as asked."""
+    cached = even_only(number)
+    reasoning = two_in_three(number)
+    return Usage(
+        input_tokens=prompt_tokens + number + cached,
+        output_tokens=content_tokens + number + reasoning,
+        cache_read_tokens=cached,
+        reasoning_tokens=reasoning,
+        server_tool_uses=searches,
+    )
 
 
 def two_in_three(number: int) -> int:

@@ -9,7 +9,7 @@ and `response.output_item.done`, and last `response.completed` with usage. Every
 event carries its `sequence_number`. `GET /v1/models` lists the requested models; `HEAD
 /` and `GET /` answer 200, anything else 404 in the API's error shape.
 
-Usage varies per generation request (see `response_usage`), `cached_tokens` and
+Usage varies per generation request (see `http_standin.varied_usage`), `cached_tokens` and
 `reasoning_tokens` nonzero on some; it is reported in `response.completed.response.usage`
 (and a non-streamed response's `usage`). Reported web searches are `web_search_call`
 output items ahead of the answer, each streamed (`response.output_item.added`,
@@ -42,10 +42,9 @@ from .http_standin import (
     SseEvent,
     Usage,
     approximate_tokens,
-    even_only,
     new_id,
     summarize_tools,
-    two_in_three,
+    varied_usage,
 )
 
 SIDE_REQUEST_TEXT = "OK"
@@ -227,7 +226,7 @@ class OpenAIStandIn(ScriptedStandIn):
             web_search_item(new_id(f"ws_standin_{index}_", counter))
             for index in range(admission.web_search_requests)
         ]
-        usage = response_usage(
+        usage = varied_usage(
             admission.number,
             approximate_tokens(request.body),
             max(1, len(json.dumps(item)) // 4),
@@ -277,24 +276,6 @@ class OpenAIStandIn(ScriptedStandIn):
         if not isinstance(document, dict) or not isinstance(document.get("usage"), dict):
             return None
         return usage_of(document["usage"], document.get("output") or [])
-
-
-def response_usage(
-    number: int, prompt_tokens: int, content_tokens: int, web_searches: int
-) -> Usage:
-    """The usage of generation request `number`: cached_tokens = even_only(number),
-    input_tokens = prompt_tokens + number + cached_tokens, reasoning_tokens =
-    two_in_three(number), output_tokens = content_tokens + number + reasoning_tokens,
-    total_tokens = input_tokens + output_tokens; web searches as asked."""
-    cached = even_only(number)
-    reasoning = two_in_three(number)
-    return Usage(
-        input_tokens=prompt_tokens + number + cached,
-        output_tokens=content_tokens + number + reasoning,
-        cache_read_tokens=cached,
-        reasoning_tokens=reasoning,
-        server_tool_uses=web_searches,
-    )
 
 
 def usage_fields(usage: Usage) -> dict[str, Any]:
