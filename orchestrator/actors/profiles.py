@@ -11,6 +11,7 @@ versions a profile may name (each a frozen file of `prompts/`) are listed here.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -45,9 +46,11 @@ TRACE_PARSERS_GROUP = "mailroom.agent_traces"
 MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
 
 
-def registered_trace_formats() -> list[str]:
-    """The trace formats installed agents register (their names only: nothing loaded)."""
-    return sorted({e.name for e in metadata.entry_points(group=TRACE_PARSERS_GROUP)})
+@functools.cache
+def registered_trace_formats() -> tuple[str, ...]:
+    """The trace formats installed agents register (their names only: nothing loaded),
+    read once a process: every profile validated asks."""
+    return tuple(sorted({e.name for e in metadata.entry_points(group=TRACE_PARSERS_GROUP)}))
 
 
 class ProfileError(ValueError):
@@ -299,7 +302,8 @@ def load_profile(reference: str | Path) -> LoadedProfile:
         return LoadedProfile(_parse(file), file.resolve().parent)
     if not PROFILE_NAME.match(text):
         raise ProfileError(f"{text!r} is not a profile name")
-    return LoadedProfile(_parse(profile_dir(text) / PROFILE_FILE), profile_dir(text))
+    folder = profile_dir(text)
+    return LoadedProfile(_parse(folder / PROFILE_FILE), folder)
 
 
 def profile_dir(profile: str) -> Path:
