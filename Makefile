@@ -9,7 +9,7 @@ LOCK := requirements/lock.txt
 # LIBERO-Plus's package, alone: its metadata pins numpy<2 (see the file).
 PLUS_LOCK := requirements/liberoplus.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
-SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
+SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents benchmarks -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
 export PYOPENGL_PLATFORM := egl
 
@@ -30,7 +30,7 @@ $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(PLUS_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev,ray,plus]' --config-settings editable_mode=strict
 	@# LIBERO-Plus finds its assets only in its own package folder: link libero-pro's there.
-	$(BIN)/python -m mailroom.orchestrator.sim.plus_assets
+	$(BIN)/python -m mailroom.benchmarks.libero_plus.assets
 	@# robosuite's documented one-time set-up: a private macros file equal to its defaults
 	@# (no behaviour changes; it only stops the warning printed at every import).
 	@$(BIN)/python -c "import os, shutil, robosuite; d = robosuite.__path__[0]; \

@@ -14,6 +14,7 @@ FOLDERS = {
     "mailroom.schemas": "schemas",
     "mailroom.prompts": "prompts",
     "mailroom.agents": "agents",
+    "mailroom.benchmarks": "benchmarks",
 }
 
 

@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from .action_layout import ACTION_DIMENSION
+from .action_dimension import ACTION_DIMENSION
 
 OBSERVATION_SCHEMA: Literal["mailroom.observation/v1"] = "mailroom.observation/v1"
 RESPONSE_SCHEMA: Literal["mailroom.response/v1"] = "mailroom.response/v1"

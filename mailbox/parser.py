@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, TypeGuard
 
-from .action_layout import ACTION_DIMENSION
+from .action_dimension import ACTION_DIMENSION
 from .schemas import schema_errors
 
 MAX_RESPONSE_BYTES = 64 * 1024

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mailroom.orchestrator.catalog.frozen import load_catalog
-from mailroom.orchestrator.packages.dirs import libero_package_dir
+from mailroom.benchmarks.libero.catalog import load_catalog
+from mailroom.benchmarks.libero.package_dir import libero_package_dir
 
 REVISION = "d306f66f8b441cad1155b21a3f69e440079c81c9"
 LANGUAGE = re.compile(r"\(:language [^)]*\)")

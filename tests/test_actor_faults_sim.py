@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import copied_actor
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
@@ -34,7 +35,6 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import probe_video
 from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.result import EpisodeResult
-from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 pytestmark = pytest.mark.sim
 

@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.sim.base import SETTLING_ACTION, TaskIdentity
-from mailroom.orchestrator.sim.libero import LiberoAdapter, resolve_task
+from mailroom.benchmarks.libero.adapter import LiberoAdapter, resolve_task
+from mailroom.benchmarks.libero.specs import SETTLING_ACTION
+from mailroom.orchestrator.sim.base import TaskIdentity
 
 pytestmark = pytest.mark.sim
 

@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mailroom.mailbox.action_layout import ACTION_LAYOUT
+from conftest import REPO
+from mailroom.benchmarks.libero.catalog import load_catalog
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, Closed, PublicCounters, to_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
@@ -40,21 +42,15 @@ from mailroom.orchestrator.audit.patterns import (
     path_disclosures,
 )
 from mailroom.orchestrator.audit.scan import NotARunDirectoryError, audit_run, scan_run
-from mailroom.orchestrator.audit.verdict import (
-    AUDIT_SCHEMA,
-    AUDIT_SCHEMA_V1,
-    AuditError,
-    AuditVerdict,
-    read_verdict,
-)
+from mailroom.orchestrator.audit.verdict import AuditError, read_verdict
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import load_catalog
 from mailroom.orchestrator.catalog.plans import Plan, render_plan
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
+from mailroom.orchestrator.records.audit_verdict import AUDIT_SCHEMA, AuditVerdict
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import AUDIT_FILE
 from mailroom.orchestrator.records.result import (
@@ -68,11 +64,15 @@ from mailroom.orchestrator.records.result import (
     Usage,
 )
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation
 from mailroom.orchestrator.transport.png import encode_png
 from pydantic import ValidationError
+
+ACTION_LAYOUT = LIBERO_ACTION.layout
+CAMERAS = LIBERO_OBSERVATION.cameras
+CONTROL_HZ = LIBERO_ACTION.control_hz
 
 PROFILE = "scripted_diagnostic"
 ACTOR = ["{python}", "/opt/actors/actor.py", "{endpoint}"]
@@ -262,7 +262,9 @@ class RunBuilder:
                 init_states_sha256=entry.init_states_sha256,
                 state_sha256="0" * 64,
             ),
-            settings=settings_record(SETTINGS, SETTINGS.control_cap(520)),
+            settings=settings_record(
+                SETTINGS, SETTINGS.control_cap(520), LIBERO_OBSERVATION.settling_controls
+            ),
             blinded=True,
             confinement=ConfinementRecord(mode="none", network="host"),
             instructions_version="v1",
@@ -912,11 +914,11 @@ def test_a_directory_without_a_manifest_is_not_a_run(base: Path) -> None:
 # --- the verdict's contract and cost ------------------------------------------------------
 
 
-def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None:
+def test_the_verdict_model_and_its_generated_schema_agree(fast: RunBuilder) -> None:
     fast.attempt(fast.cases[0]).write("scratch/x.txt", "libero_10 on 2026-12-02")
     document = scan_run(fast.run_dir).document()
     assert schema_errors(AUDIT_SCHEMA, document) == []
-    assert document["schema"] == "mailroom.audit/v2"
+    assert document["schema"] == "mailroom.audit/v3"
     assert [x["identifier_kind"] for x in document["leaks"]] == ["suite"]
     assert [x["source"] for x in document["leaks"]] == ["actor_written"]
     assert {(x["kind"], x["source"]) for x in document["information"]} == {
@@ -942,42 +944,29 @@ def test_the_verdict_model_and_its_frozen_schema_agree(fast: RunBuilder) -> None
     AuditVerdict.model_validate(handed)
 
 
-V1_VERDICT: dict[str, Any] = {
-    "schema": "mailroom.audit/v1",
-    "run_id": "run-20260907T101500Z-5c2e",
-    "audited_at": "2026-09-08T09:00:00.000Z",
-    "attempts_scanned": 2,
-    "files_scanned": 20,
-    "unverifiable": [],
-    "leaks": [
-        {
-            "attempt_id": "libero_10-t000-i00-o0-s20260907-a1",
-            "where": "scratch/.claude.json",
-            "identifier_kind": "date",
-            "excerpt": '{"firstStartTime": "2026-09-07T10:16:02.311Z"}',
-        }
-    ],
-    "clean": False,
-}
+OLDER = REPO / "tests" / "data" / "older_records"
+V1_VERDICT: dict[str, Any] = json.loads((OLDER / "audit.v1.json").read_text())
 
 
-def test_a_v1_verdict_of_an_earlier_audit_and_a_v2_verdict_are_both_read(
-    fast: RunBuilder,
-) -> None:
+def test_a_verdict_of_an_earlier_audit_is_read_as_the_current_one(fast: RunBuilder) -> None:
     fast.attempt(fast.cases[0]).write("scratch/n.txt", "LIBERO, 2026-12-02")
     assert read_verdict(fast.run_dir) is None  # never audited
     written = audit_run(fast.run_dir)
     read = read_verdict(fast.run_dir)
     assert read == written and read is not None and read.schema_ == AUDIT_SCHEMA
     assert read.clean and len(read.information or []) == 2
-    # An audit.json an earlier version wrote: read as it is, and written back unchanged.
-    assert schema_errors(AUDIT_SCHEMA_V1, V1_VERDICT) == []
+    # An audit.json an earlier audit wrote: read as the current version, the file left
+    # as it was.
+    v2 = (OLDER / "audit.v2.json").read_bytes()
+    (fast.run_dir / AUDIT_FILE).write_bytes(v2)
+    old = read_verdict(fast.run_dir)
+    assert old is not None and old.schema_ == AUDIT_SCHEMA and not old.clean
+    assert [x.source for x in old.leaks] == ["actor_written"] and len(old.information or []) == 1
+    assert (fast.run_dir / AUDIT_FILE).read_bytes() == v2
     (fast.run_dir / AUDIT_FILE).write_text(json.dumps(V1_VERDICT))
     old = read_verdict(fast.run_dir)
-    assert old is not None and old.schema_ == AUDIT_SCHEMA_V1
-    assert not old.clean and old.information is None
-    assert [(x.identifier_kind, x.source) for x in old.leaks] == [("date", None)]
-    assert old.document() == V1_VERDICT
+    assert old is not None and old.schema_ == AUDIT_SCHEMA and old.information is None
+    assert [(x.identifier_kind, x.source) for x in old.leaks] == [("date", None), ("suite", None)]
 
 
 @pytest.mark.parametrize(
@@ -989,7 +978,8 @@ def test_a_v1_verdict_of_an_earlier_audit_and_a_v2_verdict_are_both_read(
             "does not match mailroom.audit/v1",
         ),
         ({**V1_VERDICT, "schema": "mailroom.audit/v2"}, "does not match mailroom.audit/v2"),
-        ({**V1_VERDICT, "schema": "mailroom.audit/v3"}, "is not an audit verdict"),
+        ({**V1_VERDICT, "schema": "mailroom.audit/v3"}, "does not match mailroom.audit/v3"),
+        ({**V1_VERDICT, "schema": "mailroom.audit/v4"}, "is not an audit verdict"),
         ([V1_VERDICT], "is not an audit verdict"),
         ({**V1_VERDICT, "clean": True}, "does not match mailroom.audit/v1"),
     ],

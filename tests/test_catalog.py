@@ -11,17 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.orchestrator.catalog import build as catalog_build
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.benchmarks.libero import catalog_build
+from mailroom.benchmarks.libero.catalog import (
     Catalog,
-    InstructionMismatchError,
-    TaskIndexError,
-    UnknownSuiteError,
     catalog_bytes,
     catalog_sha256,
     check_env_instruction,
     load_catalog,
     native_lifelong_horizon,
+)
+from mailroom.orchestrator.catalog.entries import (
+    InstructionMismatchError,
+    TaskIndexError,
+    UnknownSuiteError,
 )
 from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
 
@@ -168,7 +170,7 @@ def test_paths_and_hashes_name_the_files_the_package_loads(
 
 
 def test_identities_agree_with_the_adapter(frozen: Catalog) -> None:
-    from mailroom.orchestrator.sim.libero import resolve_task
+    from mailroom.benchmarks.libero.adapter import resolve_task
 
     for suite, index in (("libero_10", 0), ("libero_object_task", 2)):
         entry = frozen.entry(suite, index)
@@ -206,7 +208,7 @@ def test_lookups_and_typed_errors(frozen: Catalog) -> None:
         catalog_entry("libero_goal", 10)
     with pytest.raises(KeyError):
         reference_horizon("libero_10_env")
-    data = resources.files("mailroom.orchestrator.catalog").joinpath("libero_catalog.json")
+    data = resources.files("mailroom.benchmarks.libero").joinpath("libero_catalog.json")
     assert catalog_sha256() == hashlib.sha256(data.read_bytes()).hexdigest()
 
 

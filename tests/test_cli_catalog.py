@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import assert_usage_error, run_cli
-from mailroom.orchestrator.catalog.frozen import catalog_sha256, load_catalog
+from mailroom.benchmarks.libero.catalog import catalog_sha256, load_catalog
 from mailroom.orchestrator.families.plans import load_plan
 
 ENTRY_FIELDS = {"suite", "task_index", "task_name", "instruction", "horizon", "horizon_source"}

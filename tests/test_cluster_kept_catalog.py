@@ -20,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mailroom.benchmarks.libero_para.local_copy import (
+    PARA_DIR_VARIABLE,
+    declare_para_dir,
+    load_para_catalog,
+    pin_para_catalog,
+)
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -27,12 +33,6 @@ from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.catalog.para import (
-    PARA_DIR_VARIABLE,
-    declare_para_dir,
-    load_para_catalog,
-    pin_para_catalog,
-)
 from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.episode.settings import RunSettings

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import mailroom_exe
+from mailroom.benchmarks.libero.catalog import load_catalog
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import load_catalog
 from mailroom.orchestrator.catalog.plans import PlanKind, render_plan
 from mailroom.orchestrator.episode.runner import settings_record
 from mailroom.orchestrator.episode.settings import RunSettings
@@ -134,7 +134,7 @@ def write_result(
             init_states_sha256="c" * 64,
             state_sha256="d" * 64,
         ),
-        settings=settings_record(RunSettings(proprio=proprio), control_cap=1000),
+        settings=settings_record(RunSettings(proprio=proprio), 1000, settling_controls=10),
         blinded=True,
         confinement=ConfinementRecord(mode="external", network=None),
         instructions_version="v1",
@@ -472,7 +472,7 @@ def test_steps_lines_that_break_the_format_are_refused(
     path = tmp_path / "steps.jsonl"
     path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     with pytest.raises(StepsFileError, match=message):
-        read_steps(path, proprio=proprio)
+        read_steps(path, proprio=proprio, dimension=7)
 
 
 def test_non_finite_numbers_are_refused(tmp_path: Path) -> None:
@@ -483,4 +483,4 @@ def test_non_finite_numbers_are_refused(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     with pytest.raises(StepsFileError, match="not JSON"):
-        read_steps(path, proprio=False)
+        read_steps(path, proprio=False, dimension=7)

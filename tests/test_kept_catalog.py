@@ -18,15 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 import test_export
 from conftest import mailroom_exe
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.para import (
+from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
     declare_para_dir,
     pin_para_catalog,
 )
+from mailroom.orchestrator.actors.confinement import ConfinementSettings
+from mailroom.orchestrator.campaign.manifest import build_manifest
+from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.kept import KeptCatalogError, keep_run_catalog

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mailroom.orchestrator.actors.instructions import render_instructions
-from mailroom.orchestrator.cli.launch import print_launch_message
+from mailroom.orchestrator.cli.launch_console import print_launch_message
 from rich.console import Console
 
 

@@ -122,10 +122,24 @@ BREAKS = [
     ),
     pytest.param(
         "orchestrator/transport/png.py",
-        "from mailroom.orchestrator.sim import libero",
-        "simulator-free",
-        "mailroom.orchestrator.transport.png -> mailroom.orchestrator.sim.libero",
+        "from mailroom.benchmarks.libero import adapter",
+        "packages",
+        "mailroom.orchestrator.transport.png -> mailroom.benchmarks.libero.adapter",
         id="transport-imports-libero",
+    ),
+    pytest.param(
+        "benchmarks/libero/adapter.py",
+        "from mailroom.benchmarks.libero_plus import scene",
+        "families",
+        "mailroom.benchmarks.libero.adapter -> mailroom.benchmarks.libero_plus.scene",
+        id="libero-imports-its-extension",
+    ),
+    pytest.param(
+        "benchmarks/libero_para/scene.py",
+        "from mailroom.benchmarks.libero_plus import catalog",
+        "families",
+        "mailroom.benchmarks.libero_para.scene -> mailroom.benchmarks.libero_plus.catalog",
+        id="para-imports-plus",
     ),
 ]
 

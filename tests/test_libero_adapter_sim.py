@@ -15,21 +15,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from mailroom.benchmarks.libero.adapter import LiberoAdapter, resolve_task
+from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION, SETTLING_ACTION
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 from mailroom.orchestrator.results.export import read_steps
-from mailroom.orchestrator.sim.base import (
-    CAMERAS,
-    SETTLING_ACTION,
-    SETTLING_CONTROLS,
-    Capture,
-    TaskIdentity,
-)
-from mailroom.orchestrator.sim.libero import LiberoAdapter, resolve_task
+from mailroom.orchestrator.sim.base import Capture, TaskIdentity
 from mailroom.orchestrator.transport.png import decode_png
 from thread_actor import ThreadActor, act, thread_launcher
+
+CAMERAS = LIBERO_OBSERVATION.cameras
+SETTLING_CONTROLS = LIBERO_OBSERVATION.settling_controls
 
 pytestmark = pytest.mark.sim
 
@@ -241,7 +239,7 @@ def test_proprio_reaches_the_actor_and_the_step_rows_through_the_real_runner(
         assert len(proprio["joint_pos"]) == 7 and len(proprio["gripper_qpos"]) == 2
         assert np.allclose(proprio["joint_pos"], reference.joint_pos[n], atol=1e-9)
     steps = tmp_path / "run" / "episodes" / result.attempt_id / "steps.jsonl"
-    rows = read_steps(steps, proprio=True)
+    rows = read_steps(steps, proprio=True, dimension=7)
     assert rows.state is not None and rows.state.shape == (3 * K, 9)
     # The observation after chunk n shows the encoders after that chunk's last control.
     for n, observation in enumerate(observations[1:], start=1):

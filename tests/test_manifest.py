@@ -17,7 +17,8 @@ from mailroom.orchestrator.campaign.manifest import (
     build_manifest,
     check_compatible,
 )
-from mailroom.orchestrator.cli.launch import _settings_from, launch
+from mailroom.orchestrator.cli.launch import launch
+from mailroom.orchestrator.cli.launch_options import settings_from_options
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.families.registry import run_family_errors
@@ -105,8 +106,8 @@ def test_launch_declares_the_outbox_durability() -> None:
         for p in launch.params
         if p.name is not None and p.name not in {*named, "as_json"}
     }
-    assert _settings_from(options) == RunSettings()
-    assert _settings_from({**options, "outbox_durability": "durable"}).outbox_durability == (
+    assert settings_from_options(options) == RunSettings()
+    assert settings_from_options({**options, "outbox_durability": "durable"}).outbox_durability == (
         "durable"
     )
 

@@ -35,7 +35,7 @@ from mailroom.orchestrator.actors.memory_cgroup import (
     sweep_stale,
 )
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.cli.launch import check_memory_ceiling
+from mailroom.orchestrator.cli.launch_preflight import check_memory_ceiling
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.layout import RunPaths

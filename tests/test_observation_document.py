@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mailroom.mailbox.action_layout import ACTION_LAYOUT
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import (
@@ -25,6 +25,8 @@ from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation, observation_document
+
+ACTION_LAYOUT = LIBERO_ACTION.layout
 
 ENDPOINT = Endpoint(Path("/mailbox") / secrets.token_hex(16))
 FRAME = np.zeros((256, 256, 3), dtype=np.uint8)

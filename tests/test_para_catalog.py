@@ -16,15 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from mailroom.hashing import sha256_file
-from mailroom.orchestrator.actors.hidden_paths import evaluator_paths
-from mailroom.orchestrator.catalog.frozen import (
-    CatalogError,
-    TaskIndexError,
-    catalog_sha256,
-    load_catalog,
-)
-from mailroom.orchestrator.catalog.para import (
+from mailroom.benchmarks.libero.catalog import catalog_sha256, load_catalog
+from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
     ParaCopyError,
@@ -38,8 +31,12 @@ from mailroom.orchestrator.catalog.para import (
     read_para_copy,
     render_para,
 )
+from mailroom.benchmarks.libero_para.scene import resolve_para
+from mailroom.hashing import sha256_file
+from mailroom.orchestrator.actors.hidden_paths import evaluator_paths
+from mailroom.orchestrator.catalog.entries import CatalogError, TaskIndexError
 from mailroom.orchestrator.catalog.plans import (
-    PLAN_SCHEMA_V3,
+    PLAN_SCHEMA,
     PlanCatalogMismatchError,
     PlanOptionError,
     write_plan,
@@ -47,7 +44,6 @@ from mailroom.orchestrator.catalog.plans import (
 from mailroom.orchestrator.families.kept import KeptCatalogError, pin_run_catalog
 from mailroom.orchestrator.families.plans import build_plan, load_plan
 from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
-from mailroom.orchestrator.sim.para import resolve_para
 from para_copy import REVISION, make_para_copy, paraphrased
 from test_sandbox import _launcher as sandbox_launcher
 from test_sandbox import _run as run_sandboxed
@@ -293,7 +289,7 @@ def test_lookups_need_a_declared_copy(copy: tuple[Path, dict[str, str]]) -> None
 
 def test_plans_select_by_cell_and_goal_task(copy: tuple[Path, dict[str, str]]) -> None:
     fast = build_plan("fast", suite="libero_para")
-    assert fast.schema_ == PLAN_SCHEMA_V3 and fast.benchmark == "libero_para"
+    assert fast.schema_ == PLAN_SCHEMA and fast.benchmark == "libero_para"
     assert fast.catalog_sha256 == para_catalog_sha256(load_para_catalog())
     picked = [load_para_catalog().entry(c.task_index) for c in fast.cases]
     assert [e.cell for e in picked] == ["action_synonym", "object_descriptive"]

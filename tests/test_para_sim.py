@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_plan, launch_command, mailroom_exe
-from mailroom.orchestrator.catalog.frozen import load_catalog
-from mailroom.orchestrator.catalog.para import (
+from mailroom.benchmarks.libero.catalog import load_catalog
+from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
     para_catalog_sha256,

@@ -20,14 +20,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from mailroom.orchestrator.catalog.para import PARA_DIR_VARIABLE
-from mailroom.orchestrator.catalog.plus_frozen import PLUS_CATEGORIES, load_plus_catalog
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
+from mailroom.benchmarks.libero.parking import differing_fields, model_fields
+from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
+from mailroom.benchmarks.libero_para.local_copy import PARA_DIR_VARIABLE
+from mailroom.benchmarks.libero_plus.catalog import PLUS_CATEGORIES, load_plus_catalog
 from mailroom.orchestrator.families.registry import family_of_suite
-from mailroom.orchestrator.sim.base import CAMERAS, Capture, ControlOutcome, TaskIdentity
-from mailroom.orchestrator.sim.libero import LiberoAdapter
-from mailroom.orchestrator.sim.libero_parking import differing_fields, model_fields
+from mailroom.orchestrator.sim.base import Capture, ControlOutcome, TaskIdentity
 from mailroom.orchestrator.sim.parked import ParkedEpisode, TaskHost
 from para_copy import make_para_copy
+
+CAMERAS = LIBERO_OBSERVATION.cameras
 
 pytestmark = pytest.mark.sim
 

@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, assert_usage_error, run_cli
+from mailroom.benchmarks.libero_para.local_copy import (
+    PARA_DIR_VARIABLE,
+    declare_para_dir,
+    pin_para_catalog,
+)
+from mailroom.benchmarks.libero_plus.catalog import load_plus_catalog
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.para import PARA_DIR_VARIABLE, declare_para_dir, pin_para_catalog
 from mailroom.orchestrator.catalog.plan_states import (
     ONCE_STATE_PHRASE,
     checked_states,
@@ -32,7 +37,6 @@ from mailroom.orchestrator.catalog.plans import (
     Selection,
     render_plan,
 )
-from mailroom.orchestrator.catalog.plus_frozen import load_plus_catalog
 from mailroom.orchestrator.families import plans as family_plans
 from mailroom.orchestrator.families import registry
 from mailroom.orchestrator.families.plans import build_plan, load_plan

@@ -11,19 +11,17 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from mailroom.mailbox.schemas import load_schema, schema_errors
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.benchmarks.libero.catalog import (
     EQUIVALENT_CATALOGS,
-    TaskIndexError,
-    UnknownSuiteError,
     catalog_bytes,
     catalog_sha256,
     load_catalog,
 )
+from mailroom.mailbox.schemas import load_schema, schema_errors
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.entries import TaskIndexError, UnknownSuiteError
 from mailroom.orchestrator.catalog.plans import (
     PLAN_SCHEMA,
-    PLAN_SCHEMA_V3,
     Plan,
     PlanCase,
     PlanCatalogMismatchError,
@@ -34,8 +32,10 @@ from mailroom.orchestrator.catalog.plans import (
     content_sha256,
     write_plan,
 )
-from mailroom.orchestrator.families.plans import build_plan, load_plan
+from mailroom.orchestrator.families.plans import build_plan, load_plan, parse_plan
 from pydantic import ValidationError
+
+PLAN_V1 = "mailroom.plan/v1"
 
 
 def _pairs(plan: Plan) -> list[tuple[str, int, int]]:
@@ -176,7 +176,7 @@ def test_a_tampered_plan_is_refused(tmp_path: Path) -> None:
 def test_load_refuses_malformed_and_foreign_plans(tmp_path: Path) -> None:
     base = build_plan("fast").document()
     extra = {**copy.deepcopy(base), "retry": True}
-    with pytest.raises(PlanInvalidError, match=r"not a mailroom\.plan/v3 document"):
+    with pytest.raises(PlanInvalidError, match=r"does not match mailroom\.plan/v3"):
         load_plan(_write(tmp_path, extra, rehash=True))
     path = tmp_path / "dup.json"
     path.write_text('{"schema": "mailroom.plan/v1", "schema": "x"}', encoding="utf-8")
@@ -202,11 +202,12 @@ def test_load_refuses_malformed_and_foreign_plans(tmp_path: Path) -> None:
         load_plan(_write(tmp_path, unknown, rehash=True))
 
 
-def test_schema_is_frozen_draft_2020_12_and_matches_the_model() -> None:
-    schema = load_schema(PLAN_SCHEMA)
+@pytest.mark.parametrize("version", [PLAN_V1, "mailroom.plan/v2", PLAN_SCHEMA])
+def test_schema_is_frozen_draft_2020_12_and_matches_the_model(version: str) -> None:
+    schema = load_schema(version)
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"] == "https://mailroom.invalid/schemas/mailroom.plan/v1"
+    assert schema["$id"] == f"https://mailroom.invalid/schemas/{version}"
     aliases = {f.alias or name for name, f in Plan.model_fields.items()}
     assert aliases == set(schema["properties"]) == set(schema["required"])
     case_schema = schema["$defs"]["case"]
@@ -237,20 +238,25 @@ MUTATIONS: dict[str, Change] = {
 def test_schema_and_model_agree_on_valid_and_invalid_plans() -> None:
     for kind, suite in (("fast", None), ("all", None), ("canonical", "libero_goal_lan")):
         document = build_plan(kind, suite=suite).document()
-        assert document["schema"] == PLAN_SCHEMA_V3
-        assert schema_errors(PLAN_SCHEMA_V3, document) == []
+        assert document["schema"] == PLAN_SCHEMA
+        assert schema_errors(PLAN_SCHEMA, document) == []
         assert Plan.model_validate(document).document() == document
     valid = build_plan("canonical", suite="libero_10").document()
     for name, change in MUTATIONS.items():
-        for version in (PLAN_SCHEMA_V3, PLAN_SCHEMA):
+        for version in (PLAN_SCHEMA, PLAN_V1):
             document = as_version(copy.deepcopy(valid), version)
             change(document)
             # v3 names any registered family, so a case of another family is refused by
             # the model (and the loader), not the schema.
-            if not (name == "benchmark mismatch" and version == PLAN_SCHEMA_V3):
+            if not (name == "benchmark mismatch" and version == PLAN_SCHEMA):
                 assert schema_errors(version, document), (name, version)
-            with pytest.raises(ValidationError):
-                Plan.model_validate(document)
+            if version == PLAN_SCHEMA:
+                with pytest.raises(ValidationError):
+                    Plan.model_validate(document)
+            # Hashed as built: the loader refuses it for what it is, whatever its version.
+            document["plan_sha256"] = content_sha256(document)
+            with pytest.raises(PlanInvalidError):
+                parse_plan(json.dumps(document).encode(), check_catalog=False)
 
 
 def as_version(document: dict[str, Any], version: str) -> dict[str, Any]:
@@ -260,19 +266,25 @@ def as_version(document: dict[str, Any], version: str) -> dict[str, Any]:
     return document
 
 
-def test_a_version_1_plan_still_loads(tmp_path: Path) -> None:
+def test_a_version_1_plan_loads_as_version_3_with_its_own_hash(tmp_path: Path) -> None:
     for kind, suite in (("fast", None), ("canonical", "libero_goal_lan")):
-        older = as_version(build_plan(kind, suite=suite).document(), PLAN_SCHEMA)
-        assert schema_errors(PLAN_SCHEMA, older) == []
+        built = build_plan(kind, suite=suite)
+        older = as_version(built.document(), PLAN_V1)
+        assert schema_errors(PLAN_V1, older) == []
         loaded = load_plan(_write(tmp_path, older, rehash=False))
-        assert loaded.schema_ == PLAN_SCHEMA and loaded.document() == older
+        assert loaded.schema_ == PLAN_SCHEMA and loaded.document() == {
+            **older,
+            "schema": PLAN_SCHEMA,
+        }
+        assert loaded.plan_sha256 == older["plan_sha256"] != built.plan_sha256
+        assert loaded.to_cases() == built.to_cases()
 
 
 def test_a_repeated_case_is_refused_by_the_model_and_the_loader(tmp_path: Path) -> None:
     """The schema leaves uniqueness to loaders: uniqueItems is quadratic in the cases."""
     document = build_plan("development").document()
     document["cases"][1] = dict(document["cases"][0])
-    assert schema_errors(PLAN_SCHEMA_V3, document) == []
+    assert schema_errors(PLAN_SCHEMA, document) == []
     with pytest.raises(ValidationError, match="never repeats a case"):
         Plan.model_validate(document)
     with pytest.raises(PlanInvalidError, match="never repeats a case"):

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from conftest import assert_usage_error, run_cli
-from mailroom.orchestrator.catalog import plus_build
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, TaskIndexError, UnknownSuiteError
-from mailroom.orchestrator.catalog.plus_frozen import (
+from mailroom.benchmarks.libero_plus import assets as plus_assets
+from mailroom.benchmarks.libero_plus import catalog_build as plus_build
+from mailroom.benchmarks.libero_plus.catalog import (
     PLUS_CATEGORIES,
     PlusCatalog,
     PlusEntry,
@@ -26,18 +26,18 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     plus_catalog_bytes,
     plus_catalog_sha256,
 )
-from mailroom.orchestrator.catalog.plus_runnable import (
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
+from mailroom.benchmarks.libero_plus.runnable import (
     PlusPackageError,
     parse_task_name,
     plus_task_map,
 )
+from mailroom.orchestrator.catalog.entries import CatalogEntry, TaskIndexError, UnknownSuiteError
 from mailroom.orchestrator.families.registry import (
     catalog_entry,
     catalog_sha256_of,
     reference_horizon,
 )
-from mailroom.orchestrator.packages.dirs import plus_package_root
-from mailroom.orchestrator.sim import plus_assets
 from pydantic import ValidationError
 
 SUITES = {

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.sim import plus_noise
-from mailroom.orchestrator.sim.plus_noise import (
+from mailroom.benchmarks.libero_plus import noise as plus_noise
+from mailroom.benchmarks.libero_plus.noise import (
     Numpy2Shim,
     apply_noise,
     install_numpy2_shim,

@@ -1,5 +1,6 @@
-"""LIBERO-Plus plans (`mailroom.plan/v2`): contents, refusals, which layer refuses what,
-and version-1 plans left exactly as they were."""
+"""LIBERO-Plus plans (`mailroom.plan/v3`, `mailroom.plan/v2` before it): contents,
+refusals, which layer refuses what, and version-1 and version-2 plans read as they were
+written, each with its own hash."""
 
 from __future__ import annotations
 
@@ -12,34 +13,33 @@ from typing import Any
 import pytest
 from conftest import run_cli
 from jsonschema import Draft202012Validator
-from mailroom.mailbox.schemas import load_schema, schema_errors
-from mailroom.orchestrator.catalog.frozen import (
-    TaskIndexError,
-    UnknownSuiteError,
-    catalog_sha256,
-)
-from mailroom.orchestrator.catalog.plans import (
-    PLAN_SCHEMA,
-    PLAN_SCHEMA_V2,
-    PLAN_SCHEMA_V3,
-    Plan,
-    PlanCatalogMismatchError,
-    PlanHashMismatchError,
-    PlanInvalidError,
-    PlanOptionError,
-    content_sha256,
-    render_plan,
-    write_plan,
-)
-from mailroom.orchestrator.catalog.plus_frozen import (
+from mailroom.benchmarks.libero.catalog import catalog_sha256
+from mailroom.benchmarks.libero_plus.catalog import (
     PLUS_CATEGORIES,
     PlusCatalog,
     PlusEntry,
     load_plus_catalog,
     plus_catalog_sha256,
 )
+from mailroom.mailbox.schemas import load_schema, schema_errors
+from mailroom.orchestrator.catalog.entries import TaskIndexError, UnknownSuiteError
+from mailroom.orchestrator.catalog.plans import (
+    PLAN_SCHEMA,
+    Plan,
+    PlanCatalogMismatchError,
+    PlanHashMismatchError,
+    PlanInvalidError,
+    PlanOptionError,
+    PlanRefusedError,
+    content_sha256,
+    render_plan,
+    write_plan,
+)
 from mailroom.orchestrator.families.plans import build_plan, load_plan, parse_plan
+from mailroom.orchestrator.records.upgrade import PLAN_HISTORY, upgraded_document
 from pydantic import ValidationError
+
+PLAN_V1, PLAN_V2 = "mailroom.plan/v1", "mailroom.plan/v2"
 
 PLUS_SUITES = ("libero_plus_spatial", "libero_plus_object", "libero_plus_goal", "libero_plus_10")
 OFFLINE_CATEGORIES = ("camera", "robot_init", "language", "noise", "layout", "background")
@@ -82,7 +82,7 @@ def as_version(document: dict[str, Any], version: str) -> dict[str, Any]:
 def _is_plus_v2(plan: Plan) -> bool:
     """A new LIBERO-Plus plan: version 3 (version 2 before it), on the Plus catalog."""
     return (
-        plan.schema_ == PLAN_SCHEMA_V3
+        plan.schema_ == PLAN_SCHEMA
         and plan.document()["schema"] == "mailroom.plan/v3"
         and plan.benchmark == "libero_plus"
         and plan.catalog_sha256 == plus_catalog_sha256()
@@ -201,33 +201,35 @@ def test_kinds_and_categories_outside_libero_plus_are_refused(
 @pytest.mark.parametrize(("kind", "suite"), list(V1_PLAN_HASHES))
 def test_version_1_plans_are_unchanged(kind: str, suite: str | None) -> None:
     """A plan is written as version 3 now; labelled version 1 it is, byte for byte in
-    its content hash, the plan version 1 wrote, and it still loads."""
+    its content hash, the plan version 1 wrote, and it still loads (as version 3, with
+    the hash it was written with)."""
     plan = build_plan(kind, suite=suite)
-    assert plan.schema_ == PLAN_SCHEMA_V3
+    assert plan.schema_ == PLAN_SCHEMA
     assert parse_plan(render_plan(plan)) == plan
-    document = as_version(plan.document(), PLAN_SCHEMA)
-    assert document["schema"] == PLAN_SCHEMA == "mailroom.plan/v1"
+    document = as_version(plan.document(), PLAN_V1)
     assert document["plan_sha256"] == V1_PLAN_HASHES[(kind, suite)]
     assert plan.catalog_sha256 == catalog_sha256()
-    assert schema_errors(PLAN_SCHEMA, document) == []
-    assert parse_plan(json.dumps(document).encode()).document() == document
+    assert schema_errors(PLAN_V1, document) == []
+    loaded = parse_plan(json.dumps(document).encode())
+    assert loaded.document() == {**document, "schema": PLAN_SCHEMA}
+    assert loaded.plan_sha256 == V1_PLAN_HASHES[(kind, suite)]
 
 
 def test_the_v2_schema_is_draft_2020_12_with_the_model_fields() -> None:
-    schema = load_schema(PLAN_SCHEMA_V2)
+    schema = load_schema(PLAN_V2)
     Draft202012Validator.check_schema(schema)
     assert schema["$id"] == "https://mailroom.invalid/schemas/mailroom.plan/v2"
-    assert schema["properties"]["schema"] == {"const": PLAN_SCHEMA_V2}
+    assert schema["properties"]["schema"] == {"const": PLAN_V2}
     aliases = {f.alias or name for name, f in Plan.model_fields.items()}
     assert aliases == set(schema["properties"]) == set(schema["required"])
-    v1 = load_schema(PLAN_SCHEMA)
+    v1 = load_schema(PLAN_V1)
     assert schema["$defs"]["case"] == v1["$defs"]["case"]
 
 
 def _valid_documents() -> list[dict[str, Any]]:
     """LIBERO-Plus plans as version 2 wrote them."""
     return [
-        as_version(plan.document(), PLAN_SCHEMA_V2)
+        as_version(plan.document(), PLAN_V2)
         for plan in (
             build_plan("fast", suite="libero_plus_goal"),
             build_plan("task_coverage", suite="libero_plus_10", category="camera"),
@@ -236,11 +238,20 @@ def _valid_documents() -> list[dict[str, Any]]:
     ]
 
 
+def _upgraded(document: dict[str, Any]) -> dict[str, Any]:
+    """An earlier version's plan as version 3 (its hash the one it was written with)."""
+    return upgraded_document(PLAN_HISTORY, document)
+
+
 def test_valid_v2_documents_pass_the_schema_and_the_model() -> None:
     for document in _valid_documents():
-        assert schema_errors(PLAN_SCHEMA_V2, document) == []
-        assert schema_errors(PLAN_SCHEMA, document) != []  # v1 knows no libero_plus
-        assert Plan.model_validate(document).document() == document
+        assert schema_errors(PLAN_V2, document) == []
+        assert schema_errors(PLAN_V1, document) != []  # v1 knows no libero_plus
+        assert Plan.model_validate(_upgraded(document)).document() == {
+            **document,
+            "schema": PLAN_SCHEMA,
+        }
+        assert parse_plan(json.dumps(document).encode()).plan_sha256 == document["plan_sha256"]
 
 
 Change = Callable[[dict[str, Any]], object]
@@ -257,7 +268,7 @@ def _relabel(benchmark: str) -> Change:
     return change
 
 
-# Refused by the v2 schema and by the model alike.
+# Refused by the v2 schema, so by the loader naming v2 (an unknown version: naming none).
 BOTH_REFUSE: dict[str, Change] = {
     "a case of another benchmark": lambda d: d["cases"][1].update(benchmark="libero"),
     "unknown benchmark": _relabel("libero_max"),
@@ -275,17 +286,19 @@ BOTH_REFUSE: dict[str, Change] = {
 
 
 def _mutated(change: Change) -> dict[str, Any]:
-    document = as_version(build_plan("fast", suite="libero_plus_goal").document(), PLAN_SCHEMA_V2)
+    document = as_version(build_plan("fast", suite="libero_plus_goal").document(), PLAN_V2)
     change(document)
     return document
 
 
 @pytest.mark.parametrize("name", list(BOTH_REFUSE))
-def test_schema_and_model_refuse_alike(name: str) -> None:
+def test_schema_and_loader_refuse_alike(name: str) -> None:
     document = _mutated(BOTH_REFUSE[name])
-    assert schema_errors(PLAN_SCHEMA_V2, document), name
-    with pytest.raises(ValidationError):
-        Plan.model_validate(document)
+    assert schema_errors(PLAN_V2, document), name
+    document["plan_sha256"] = content_sha256(document)
+    with pytest.raises(PlanRefusedError) as refused:
+        parse_plan(json.dumps(document).encode(), check_catalog=False)
+    assert refused.value.version == (PLAN_V2 if document["schema"] == PLAN_V2 else None)
 
 
 def _write(tmp_path: Path, document: dict[str, Any]) -> Path:
@@ -295,17 +308,15 @@ def _write(tmp_path: Path, document: dict[str, Any]) -> Path:
     return path
 
 
-def test_libero_plus_under_schema_v1_is_refused_by_schema_model_and_loader(
+def test_libero_plus_under_schema_v1_is_refused_by_schema_and_loader(
     tmp_path: Path,
 ) -> None:
-    document = _mutated(lambda d: d.update(schema=PLAN_SCHEMA))
-    errors = schema_errors(PLAN_SCHEMA, document)
+    document = _mutated(lambda d: d.update(schema=PLAN_V1))
+    errors = schema_errors(PLAN_V1, document)
     assert any("benchmark" in e for e in errors), errors
-    with pytest.raises(
-        ValidationError, match=r"a libero_plus plan is a mailroom\.plan/v2 document"
-    ):
+    with pytest.raises(ValidationError):
         Plan.model_validate(document)
-    with pytest.raises(PlanInvalidError, match=r"not a mailroom\.plan/v1 document"):
+    with pytest.raises(PlanInvalidError, match=r"does not match mailroom\.plan/v1"):
         load_plan(_write(tmp_path, document))
 
 
@@ -313,28 +324,28 @@ def test_what_only_the_model_or_the_loader_refuses(frozen: PlusCatalog, tmp_path
     # Plus cases relabelled LIBERO-Para: a well-formed label, so only the loader, which
     # checks the plan against the LIBERO-Para catalog of a declared copy, refuses it.
     para = _mutated(_relabel("libero_para"))
-    assert schema_errors(PLAN_SCHEMA_V2, para) == []
-    Plan.model_validate(para)
+    assert schema_errors(PLAN_V2, para) == []
+    Plan.model_validate(_upgraded(para))
     with pytest.raises(PlanCatalogMismatchError):
         load_plan(_write(tmp_path, para))
     # A repeated case: uniqueness is the model's, not the schema's.
     repeated = _mutated(lambda d: d["cases"].__setitem__(1, dict(d["cases"][0])))
-    assert schema_errors(PLAN_SCHEMA_V2, repeated) == []
+    assert schema_errors(PLAN_V2, repeated) == []
     with pytest.raises(ValidationError, match="never repeats a case"):
-        Plan.model_validate(repeated)
+        Plan.model_validate(_upgraded(repeated))
     with pytest.raises(PlanInvalidError, match="never repeats a case"):
         load_plan(_write(tmp_path, repeated))
     # Cases the Plus catalog does not run: only the loader, which reads the catalog, knows.
     refused = next(x for x in frozen.excluded if x.suite == "libero_plus_goal")
     excluded = _mutated(lambda d: d["cases"][0].update(task_index=refused.task_index))
-    assert schema_errors(PLAN_SCHEMA_V2, excluded) == []
-    Plan.model_validate(excluded)
+    assert schema_errors(PLAN_V2, excluded) == []
+    Plan.model_validate(_upgraded(excluded))
     with pytest.raises(
         PlanInvalidError, match=f"case 0: .*cannot run offline: {re.escape(refused.reason)}"
     ):
         load_plan(_write(tmp_path, excluded))
     standard = _mutated(lambda d: d["cases"][0].update(suite="libero_goal", task_index=0))
-    Plan.model_validate(standard)
+    Plan.model_validate(_upgraded(standard))
     with pytest.raises(PlanInvalidError, match="case 0: libero_goal belongs to libero"):
         load_plan(_write(tmp_path, standard))
     cases = build_plan("fast", suite="libero_plus_goal").cases
@@ -342,7 +353,7 @@ def test_what_only_the_model_or_the_loader_refuses(frozen: PlusCatalog, tmp_path
         n for n, c in enumerate(cases) if frozen.entry(c.suite, c.task_index).category == "layout"
     )
     second_state = _mutated(lambda d: d["cases"][layout].update(init_state_index=1))
-    Plan.model_validate(second_state)
+    Plan.model_validate(_upgraded(second_state))
     with pytest.raises(PlanInvalidError, match="has 1 released initial states, not 2"):
         load_plan(_write(tmp_path, second_state))
     beyond = _mutated(lambda d: d["cases"][0].update(task_index=2591))
@@ -353,11 +364,9 @@ def test_what_only_the_model_or_the_loader_refuses(frozen: PlusCatalog, tmp_path
 def test_a_standard_plan_labelled_v2_is_refused(tmp_path: Path) -> None:
     """One selection, one document: a LIBERO or LIBERO-PRO plan is version 1 only."""
     document = build_plan("fast").document()
-    document["schema"] = PLAN_SCHEMA_V2
-    assert schema_errors(PLAN_SCHEMA_V2, document)
-    with pytest.raises(ValidationError, match=r"is a mailroom\.plan/v1 document"):
-        Plan.model_validate(document)
-    with pytest.raises(PlanInvalidError, match=r"not a mailroom\.plan/v2 document"):
+    document["schema"] = PLAN_V2
+    assert schema_errors(PLAN_V2, document)
+    with pytest.raises(PlanInvalidError, match=r"does not match mailroom\.plan/v2"):
         load_plan(_write(tmp_path, document))
 
 
@@ -404,7 +413,7 @@ def test_cli_writes_a_category_plan(frozen: PlusCatalog, tmp_path: Path) -> None
     camera = frozen.suite_entries("libero_plus_goal", "camera")
     assert len(document["cases"]) == len(camera) == 408
     assert [c["task_index"] for c in document["cases"]] == [e.task_index for e in camera]
-    assert document["schema"] == PLAN_SCHEMA_V3 and document["benchmark"] == "libero_plus"
+    assert document["schema"] == PLAN_SCHEMA and document["benchmark"] == "libero_plus"
     assert document["catalog_sha256"] == plus_catalog_sha256()
     assert load_plan(out) == build_plan(
         "task_coverage", suite="libero_plus_goal", category="camera"

@@ -21,14 +21,15 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import cli_plan, launch_command, mailroom_exe
-from mailroom.orchestrator.catalog.plus_frozen import PlusEntry, load_plus_catalog
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
+from mailroom.benchmarks.libero.specs import SETTLING_ACTION
+from mailroom.benchmarks.libero_plus.catalog import PlusEntry, load_plus_catalog
+from mailroom.benchmarks.libero_plus.init_states import load_pruned_init
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
+from mailroom.benchmarks.libero_plus.package_import import import_env_wrapper
 from mailroom.orchestrator.families.registry import family_of_suite
-from mailroom.orchestrator.packages.dirs import plus_package_root
 from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
-from mailroom.orchestrator.packages.plus_import import import_env_wrapper
-from mailroom.orchestrator.packages.plus_states import load_pruned_init
-from mailroom.orchestrator.sim.base import SETTLING_ACTION, EpisodeStart
-from mailroom.orchestrator.sim.libero import LiberoAdapter
+from mailroom.orchestrator.sim.base import EpisodeStart
 from mailroom.orchestrator.transport.png import decode_png
 
 pytestmark = pytest.mark.sim

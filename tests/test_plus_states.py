@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from mailroom.orchestrator.packages import plus_states
+from mailroom.benchmarks.libero_plus import init_states as plus_states
+from mailroom.benchmarks.libero_plus.init_states import InitStatesError, load_pruned_init
 from mailroom.orchestrator.packages.errors import PackageError
-from mailroom.orchestrator.packages.plus_states import InitStatesError, load_pruned_init
 
 SITE = Path(np.__file__).resolve().parents[1]
 PLUS_INIT = SITE / "liberoplus" / "liberoplus" / "init_files"

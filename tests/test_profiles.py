@@ -31,7 +31,7 @@ from mailroom.orchestrator.actors.profiles import (
     load_profile,
     shipped_agents,
 )
-from mailroom.orchestrator.cli.launch import profile_actor_command
+from mailroom.orchestrator.cli.launch_profile import profile_actor_command
 from mailroom.orchestrator.records.layout import AttemptPaths
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -25,7 +26,6 @@ from mailroom.orchestrator.replay.diagnostics import (
 from mailroom.orchestrator.replay.recorded import read_recorded
 from mailroom.orchestrator.replay.replayer import replay
 from mailroom.orchestrator.sim.base import ControlOutcome, TaskIdentity
-from mailroom.orchestrator.sim.libero import LiberoAdapter
 
 pytestmark = pytest.mark.sim
 

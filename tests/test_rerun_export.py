@@ -27,11 +27,13 @@ from typing import Any
 import pytest
 from conftest import BIN, assert_usage_error, copied_actor, launch_command, run_cli
 from mailroom.hashing import sha256_bytes
-from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.orchestrator.results.export import STATE_LAYOUT
-from mailroom.orchestrator.sim.base import CAMERAS
 from rerun.chunk import RrdReader
 from test_toy_family import install_toy_family
+
+# The toy family's shape (tests/toy_family): one camera, components of its own.
+ACTION_LAYOUT = ("vx", "vy", "vz", "wx", "wy", "wz", "grip")
+CAMERAS = ("overhead",)
 
 ACTOR = "stepwise_actor.py"
 # rerun-sdk's own command line (its viewer and its file tools).

@@ -30,7 +30,7 @@ import pytest
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted
 from mailroom.mailbox.watcher import FallbackReason
-from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
+from mailroom.orchestrator.campaign.capacity.memory import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.live_episodes import LiveEpisode, LiveEpisodes, task_key
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import Awaiting, EpisodeRequest, EpisodeRunner

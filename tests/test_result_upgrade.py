@@ -67,7 +67,7 @@ def _result() -> Doc:
             init_states_sha256=sha,
             state_sha256=sha,
         ),
-        settings=settings_record(RunSettings(proprio=False), control_cap=1000),
+        settings=settings_record(RunSettings(proprio=False), 1000, settling_controls=10),
         blinded=True,
         confinement=ConfinementRecord(mode="sandbox", network="none"),
         instructions_version="v2",

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.benchmarks.libero_plus.init_states import InitStatesError
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import ActionLimits
 from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.packages.plus_states import InitStatesError
 from mailroom.orchestrator.perf.detection import write_response
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import STEPS_FILE
@@ -92,7 +92,7 @@ def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> Non
     assert result.counters.executed_controls == CALLS * K
     # The rows of a chunk are written once the next observation is out, before the wait.
     assert actor.rows_seen == [0] * CALLS
-    rows = read_steps(evidence.directory / STEPS_FILE, proprio=False)
+    rows = read_steps(evidence.directory / STEPS_FILE, proprio=False, dimension=7)
     assert rows.frame_index.tolist() == list(range(CALLS * K))
     assert rows.policy_call.tolist() == [call for call in range(1, CALLS + 1) for _ in range(K)]
     assert [round(float(a[0]), 6) for a in rows.action[::K]] == [0.1, 0.2, 0.3, 0.4]

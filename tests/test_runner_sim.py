@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.interrupted import counters_from_events
 from mailroom.orchestrator.catalog.cases import Case
@@ -21,7 +22,6 @@ from mailroom.orchestrator.episode.settings import ConfigurationError, RecordMod
 from mailroom.orchestrator.families.registry import reference_horizon
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
-from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png
 from mailroom.orchestrator.transport.policy import PolicyObservation
 from thread_actor import Script, ThreadActor, act, stop, thread_launcher

@@ -7,9 +7,12 @@ Which rooms may import the adapter is a contract of pyproject.toml's [tool.impor
 from __future__ import annotations
 
 import numpy as np
-from mailroom.orchestrator.sim.base import SETTLING_CONTROLS, Simulator, SimulatorFactory
+from mailroom.benchmarks.libero.adapter import LiberoAdapter, open_libero
+from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
+from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory
 from mailroom.orchestrator.sim.fake import FakeSimulator, fake_identity
-from mailroom.orchestrator.sim.libero import LiberoAdapter, open_libero
+
+SETTLING_CONTROLS = LIBERO_OBSERVATION.settling_controls
 
 # Statically checked by mypy: both adapters are Simulators, the factory a SimulatorFactory.
 FACTORY: SimulatorFactory = open_libero

@@ -38,6 +38,7 @@ from conftest import (
     mailroom_exe,
     sandbox_processes_left,
 )
+from mailroom.benchmarks.libero.adapter import LiberoAdapter
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -46,7 +47,6 @@ from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_w
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import ControlOutcome, SimulatorError, TaskIdentity
-from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.sim.parked import Holding
 
 pytestmark = pytest.mark.sim

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli
 
@@ -103,6 +104,18 @@ def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: 
     assert manifest["protocol"]["benchmark"] == "toyworld"
     assert manifest["protocol"]["adapter"] == "toy_fake"
     assert manifest["confinement"]["mode"] == "sandbox"
+    # The family's own shape, from its declaration to what its actor was handed.
+    protocol = manifest["protocol"]
+    assert (protocol["cameras"], protocol["image_size"]) == (["overhead"], 64)
+    assert protocol["settling_controls"] == 2
+    attempt = sorted((toy_run / "episodes").iterdir())[0]
+    result = json.loads((attempt / "result.json").read_text(encoding="utf-8"))
+    assert result["settings"]["settling_controls"] == 2
+    first = json.loads((attempt / "observations" / "obs-1.json").read_text("utf-8"))
+    assert list(first["images"]) == ["overhead"]
+    assert (first["images"]["overhead"]["width"], first["images"]["overhead"]["height"]) == (64, 64)
+    assert first["action_spec"]["layout"] == ["vx", "vy", "vz", "wx", "wy", "wz", "grip"]
+    assert first["action_spec"]["control_hz"] == 10
     report = run_cli("report", str(toy_run), "--json", env=toy_env)
     assert report.returncode == 0, report.stderr
     document: dict[str, Any] = json.loads(report.stdout)
@@ -111,6 +124,14 @@ def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: 
     # installation does not know: export refuses it.
     export = run_cli("export", str(toy_run), "--out", str(toy_run.parent / "x.parquet"))
     assert export.returncode != 0 and "no benchmark family 'toyworld'" in export.stderr
+    # With it, the export lays the steps out as the family declares them.
+    out = toy_run.parent / "export"
+    exported = run_cli("export", str(toy_run), "--out", str(out), env=toy_env)
+    assert exported.returncode == 0, exported.stderr
+    steps = pq.read_schema(out / "steps.parquet")
+    layout = json.loads(steps.metadata[b"mailroom"])
+    assert layout["fps"] == 10 and layout["cameras"] == ["overhead"]
+    assert layout["action_names"] == ["vx", "vy", "vz", "wx", "wy", "wz", "grip"]
 
 
 def test_view_and_replay_the_toy_run(toy_env: dict[str, str], toy_run: Path) -> None:
@@ -118,6 +139,10 @@ def test_view_and_replay_the_toy_run(toy_env: dict[str, str], toy_run: Path) -> 
     viewed = run_cli("view", str(toy_run), "--out", str(site), env=toy_env)
     assert viewed.returncode == 0, viewed.stderr
     assert "toyworld_shelf" in (site / "index.html").read_text(encoding="utf-8")
+    pages = [p.read_text(encoding="utf-8") for p in (site / "attempts").glob("*/index.html")]
+    assert pages and all("overhead at observation 1" in p for p in pages)
+    assert not any("agentview" in p for p in pages)
+    assert all(">vx</text>" in p and ">grip</text>" in p for p in pages)  # the action chart
     replayed = run_cli("replay", str(toy_run), env=toy_env)
     assert replayed.returncode == 0, replayed.stderr
     assert "reproduced 2, diverged 0, not_replayable 0" in replayed.stdout + replayed.stderr

@@ -264,7 +264,7 @@ def test_a_real_sandbox_keeps_its_uid_reserved_until_its_stop_is_done(
 
 
 def test_a_process_holds_one_descriptor_for_all_its_reservations(tmp_path: Path) -> None:
-    """What `campaign/kernel_capacity.py` counts: one per worker, none per episode."""
+    """What `campaign/capacity/kernel.py` counts: one per worker, none per episode."""
 
     def open_descriptors() -> int:
         return len(os.listdir("/proc/self/fd"))

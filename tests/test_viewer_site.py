@@ -12,14 +12,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from conftest import mailroom_exe, served_url
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.viewer.attempt_page import attempt_page
 from mailroom.orchestrator.viewer.chart import action_chart
-from mailroom.orchestrator.viewer.pages import ATTEMPT_COLUMNS, CSP, attempt_page, attempt_row
+from mailroom.orchestrator.viewer.markup import CSP
+from mailroom.orchestrator.viewer.run_page import ATTEMPT_COLUMNS, attempt_row
+from mailroom.orchestrator.viewer.run_shape import RunShape
 from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import MAX_SHOWN_BYTES, read_timeline
 from test_export import make_run, write_result
 from test_report_confinement import as_v4
+
+LIBERO_SHAPE = RunShape.of(LIBERO_ACTION, LIBERO_OBSERVATION.cameras)
+
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
@@ -72,7 +79,7 @@ def _attempt_with_markup(tmp_path: Path) -> tuple[Path, Path]:
 def test_an_attempts_timeline_from_its_evidence_damaged_parts_said(tmp_path: Path) -> None:
     root, _ = _attempt_with_markup(tmp_path)
     (record,) = RunDirectory(root).attempts()
-    timeline = read_timeline(record)
+    timeline = read_timeline(record, LIBERO_SHAPE)
     assert [d.sequence for d in timeline.decisions] == [1, 2, 3]
     first, second, third = timeline.decisions
     assert first.verdict == "deferred stop"  # the next observation said stop_deferred
@@ -137,7 +144,7 @@ def test_how_each_attempts_simulator_was_held_is_shown_unknown_before_v5(
     assert "<tr><th>simulator</th><td>unknown (a result before v5 does not say)</td></tr>" in shown
     # A value outside parked, dedicated and none is never repeated, escaped or not.
     (record,) = [r for r in RunDirectory(run.root).attempts() if r.attempt_id == parked]
-    timeline = read_timeline(record)
+    timeline = read_timeline(record, LIBERO_SHAPE)
     assert isinstance(timeline.result, EpisodeResult)
     forged = replace(timeline, result=timeline.result.model_copy(update={"simulator": MARKUP}))
     assert attempt_row(forged, latest=True)["simulator"] == "unknown"
@@ -147,10 +154,10 @@ def test_how_each_attempts_simulator_was_held_is_shown_unknown_before_v5(
 
 
 def test_the_action_chart_marks_the_native_success_at_its_control() -> None:
-    svg = action_chart([[0.5, -0.5, 0.0, 0.0, 0.0, 0.0, -1.0]] * 10, 7)
+    svg = action_chart([[0.5, -0.5, 0.0, 0.0, 0.0, 0.0, -1.0]] * 10, 7, LIBERO_SHAPE)
     assert svg.count("<polyline") == 7 and "native success (control 7)" in svg
-    assert "native success" not in action_chart([[0.0] * 7] * 3, None)
-    assert "no executed control" in action_chart([], None)
+    assert "native success" not in action_chart([[0.0] * 7] * 3, None, LIBERO_SHAPE)
+    assert "no executed control" in action_chart([], None, LIBERO_SHAPE)
 
 
 def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -> None:

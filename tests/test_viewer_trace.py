@@ -17,6 +17,7 @@ import pytest
 from mailroom.agents.claude_code import trace as claude_trace
 from mailroom.agents.codex_cli import trace as codex_trace
 from mailroom.agents.gemini_cli import trace as gemini_trace
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
 from mailroom.orchestrator.actors.profiles import (
     TRACE_PARSERS_GROUP,
     load_profile,
@@ -25,7 +26,10 @@ from mailroom.orchestrator.actors.profiles import (
 from mailroom.orchestrator.campaign.manifest import declaration_sha256
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer import trace as trace_module
-from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL, CSP, attempt_page
+from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
+from mailroom.orchestrator.viewer.attempt_page import attempt_page
+from mailroom.orchestrator.viewer.markup import CSP
+from mailroom.orchestrator.viewer.run_shape import RunShape
 from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import read_timeline
 from mailroom.orchestrator.viewer.trace import (
@@ -37,6 +41,9 @@ from mailroom.orchestrator.viewer.trace import (
     trace_parsers,
 )
 from test_export import make_run, write_result
+
+LIBERO_SHAPE = RunShape.of(LIBERO_ACTION, LIBERO_OBSERVATION.cameras)
+
 
 MARKUP = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
@@ -474,7 +481,9 @@ def test_an_unreadable_or_unknown_account_is_said_and_the_raw_output_stays(
     assert "could not be read for 1 of 1 attempts" in index
     (record,) = RunDirectory(root).attempts()  # still running, nothing written yet
     empty = parse_trace(b"", "codex_json")
-    live = attempt_page(read_timeline(record), live=True, trace_format="codex_json", trace=empty)
+    live = attempt_page(
+        read_timeline(record, LIBERO_SHAPE), live=True, trace_format="codex_json", trace=empty
+    )
     assert "no step of it read yet" in live and "could not be read" not in live
     root, directory = traced_run(tmp_path / "b", "future_json", claude_episode())
     page = attempt_html(root, directory, tmp_path / "b" / "site")

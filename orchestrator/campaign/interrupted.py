@@ -130,7 +130,9 @@ def record_interrupted(
         ],
         case=_case_record(case),
         settings=settings_record(
-            run_settings, run_settings.control_cap(reference_horizon(case.suite).controls)
+            run_settings,
+            run_settings.control_cap(reference_horizon(case.suite).controls),
+            family(case.benchmark).observation_spec.settling_controls,
         ),
         blinded=True,
         confinement=confinement_of_run(manifest),

@@ -37,7 +37,6 @@ from mailroom.orchestrator.records.manifest import (
     RunEnforcement,
 )
 from mailroom.orchestrator.records.upgrade import RecordRefusedError, upgrade_manifest
-from mailroom.orchestrator.sim.base import CAMERAS, IMAGE_SIZE, SETTLING_CONTROLS
 from mailroom.timestamps import utc_timestamp
 
 SOURCE_DIRS = ("package", "mailbox", "orchestrator", "schemas", "prompts", "agents")
@@ -186,9 +185,9 @@ def build_manifest(
             "plan_sha256": plan_sha256,
             "plan_kind": plan_kind,
             "cases": n_cases,
-            "settling_controls": SETTLING_CONTROLS,
-            "cameras": list(CAMERAS),
-            "image_size": IMAGE_SIZE,
+            "settling_controls": family(benchmark).observation_spec.settling_controls,
+            "cameras": list(family(benchmark).observation_spec.cameras),
+            "image_size": family(benchmark).observation_spec.image_size,
             "camera_transform": "image[::-1, ::-1]",
             "mailbox_protocol": "mailroom.observation/v1 + mailroom.response/v1",
         },

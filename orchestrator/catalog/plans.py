@@ -1,11 +1,14 @@
-"""Selection plans (`mailroom.plan/v1`, `/v2`, `/v3`): which cases a run attempts, each
-once, never retried. The document and its model live here, with the selections of the
-LIBERO catalogs; building and loading a plan goes through the family registry
-(`families.plans`). New plans are version 3; LIBERO and LIBERO-PRO plans were version 1
-before it and LIBERO-Plus and LIBERO-Para plans version 2, and such plans still load.
+"""Selection plans (`mailroom.plan/v3`): which cases a run attempts, each once, never
+retried. The document and its model live here, with the selections of the LIBERO
+catalogs; building and loading a plan goes through the family registry
+(`families.plans`). Plans are written as version 3, the current one; a plan of an
+earlier version (LIBERO and LIBERO-PRO plans were version 1, LIBERO-Plus and LIBERO-Para
+plans version 2) is read as version 3 (`records/upgrade.py`, CHANGELOG.md).
 
-A plan is content-addressed: `plan_sha256` covers everything else in the document, so a
-run can record exactly what it was asked to do and a loader refuses any edited plan.
+A plan is content-addressed: `plan_sha256` covers everything else in the document as it
+was written, so a run can record exactly what it was asked to do and a loader refuses
+any edited plan. A plan read from an earlier version keeps its recorded hash, which is
+not its upgraded document's: it is never written again (`render_plan`).
 """
 
 from __future__ import annotations
@@ -18,19 +21,12 @@ from typing import Annotated, Any, Literal, cast, get_args
 from mailroom.hashing import hash_document
 from mailroom.mailbox.publish import document_bytes, publish_bytes
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import BenchmarkName, CatalogEntry, FrozenModel
+from mailroom.orchestrator.catalog.entries import BenchmarkName, CatalogEntry, FrozenModel
+from mailroom.orchestrator.records.upgrade import RecordRefusedError
 from pydantic import Field, model_validator
 
-PLAN_SCHEMA: Literal["mailroom.plan/v1"] = "mailroom.plan/v1"
-PLAN_SCHEMA_V2: Literal["mailroom.plan/v2"] = "mailroom.plan/v2"
-# Every plan written from now on: `benchmark` names any registered family.
-PLAN_SCHEMA_V3: Literal["mailroom.plan/v3"] = "mailroom.plan/v3"
-PLAN_SCHEMAS = (PLAN_SCHEMA, PLAN_SCHEMA_V2, PLAN_SCHEMA_V3)
-# The benchmarks each earlier version's frozen schema enumerates (v3 names any family).
-LEGACY_PLAN_BENCHMARKS: dict[str, tuple[str, ...]] = {
-    PLAN_SCHEMA: ("libero", "libero_pro"),
-    PLAN_SCHEMA_V2: ("libero_plus", "libero_para"),
-}
+# Every plan written: `benchmark` names any registered family.
+PLAN_SCHEMA: Literal["mailroom.plan/v3"] = "mailroom.plan/v3"
 PlanKind = Literal["fast", "development", "task_coverage", "all", "canonical"]
 PLAN_KINDS: tuple[str, ...] = get_args(PlanKind)
 
@@ -55,6 +51,11 @@ class PlanOptionError(PlanError, ValueError):
 
 class PlanInvalidError(PlanError, ValueError):
     """A plan document is malformed, fails its schema, or names cases the catalog lacks."""
+
+
+class PlanRefusedError(PlanInvalidError, RecordRefusedError):
+    """A document of no plan version this code knows, or one its version's frozen schema
+    or, once upgraded, the current model refuses."""
 
 
 class PlanHashMismatchError(PlanInvalidError):
@@ -85,19 +86,19 @@ class PlanCase(FrozenModel):
 
 
 class Plan(FrozenModel):
-    schema_: Literal["mailroom.plan/v1", "mailroom.plan/v2", "mailroom.plan/v3"] = Field(
-        default=PLAN_SCHEMA_V3, alias="schema"
-    )
+    schema_: Literal["mailroom.plan/v3"] = Field(default=PLAN_SCHEMA, alias="schema")
     kind: PlanKind
     label: Annotated[str, Field(min_length=1, max_length=200)]
     description: Annotated[str, Field(min_length=1, max_length=2000)]
     canonical_protocol: bool
     # A registered family's name: checked against the registry when a plan is loaded
-    # (`families.plans`); v1 and v2 documents name only the four built-in families.
+    # (`families.plans`).
     benchmark: BenchmarkName
     catalog_sha256: Sha256
     attempts_per_case: Literal[1] = 1
     cases: Annotated[list[PlanCase], Field(min_length=1)]
+    # The hash of the document as written (of an earlier version's, for a plan read
+    # from one).
     plan_sha256: Sha256
 
     @model_validator(mode="after")
@@ -108,13 +109,6 @@ class Plan(FrozenModel):
             raise ValueError(f"every case must belong to benchmark {self.benchmark}")
         if len(set(self.cases)) != len(self.cases):
             raise ValueError("a plan never repeats a case")
-        allowed = LEGACY_PLAN_BENCHMARKS.get(self.schema_)
-        if allowed is not None and self.benchmark not in allowed:
-            version = next(
-                (v for v, names in LEGACY_PLAN_BENCHMARKS.items() if self.benchmark in names),
-                PLAN_SCHEMA_V3,
-            )
-            raise ValueError(f"a {self.benchmark} plan is a {version} document")
         return self
 
     def document(self) -> dict[str, Any]:
@@ -211,8 +205,16 @@ class Selection:
 
 
 def render_plan(plan: Plan) -> bytes:
-    """The plan file's bytes, in the model's key order (its hash is of the content)."""
-    return document_bytes(plan.document(), sort_keys=False)
+    """The plan file's bytes, in the model's key order (its hash is of the content). A
+    plan whose hash is not its document's is refused: one read from an earlier version
+    keeps the hash it was written with, and the bytes to keep are that file's."""
+    document = plan.document()
+    if content_sha256(document) != plan.plan_sha256:
+        raise PlanError(
+            f"plan_sha256 {plan.plan_sha256} is not this plan's content hash (a plan read "
+            "from an earlier version keeps its own): keep the file it was read from"
+        )
+    return document_bytes(document, sort_keys=False)
 
 
 def write_plan(plan: Plan, path: Path, *, overwrite: bool = False) -> Path:

@@ -22,10 +22,10 @@ from mailroom.orchestrator.audit.disclosure import (
 from mailroom.orchestrator.audit.scan import audit_run
 from mailroom.orchestrator.audit.verdict import AuditError, AuditVerdict, Information
 from mailroom.orchestrator.cli.exits import EXIT_LEAKS, EXIT_OK, EXIT_UNVERIFIABLE
+from mailroom.orchestrator.cli.family_options import local_copy_options
 from mailroom.orchestrator.cli.options import (
     console,
     json_option,
-    para_dir_option,
     run_dir_argument,
     use_run_catalog,
 )
@@ -130,7 +130,7 @@ def _print_verdict(verdict: AuditVerdict, run: RunDirectory) -> None:
 @click.command()
 @run_dir_argument(must_exist=False)
 @json_option("Print the verdict document.")
-@para_dir_option()
+@local_copy_options()
 def audit(run_dir: Path, as_json: bool) -> None:
     """Search everything the run's actors could read for private identifiers.
 

@@ -8,10 +8,15 @@ import sys
 from pathlib import Path
 
 import click
-from mailroom.orchestrator.catalog.frozen import CatalogError
-from mailroom.orchestrator.catalog.para import declare_para_dir
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.catalog.plans import PLAN_KINDS, PlanError, write_plan
-from mailroom.orchestrator.cli.options import console, json_option, para_dir_option
+from mailroom.orchestrator.cli.family_options import (
+    declared_copies,
+    given_plan_options,
+    local_copy_options,
+    plan_options,
+)
+from mailroom.orchestrator.cli.options import console, json_option
 from mailroom.orchestrator.families.base import BenchmarkFamily
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.families.registry import (
@@ -27,19 +32,6 @@ def _json_out(document: object) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
-def _option_choices(name: str) -> tuple[str, ...]:
-    """The values the registered families allow for one of their plan options."""
-    return tuple(
-        dict.fromkeys(
-            choice
-            for registered in families().values()
-            for option in registered.plan_options
-            if option.name == name
-            for choice in option.choices or ()
-        )
-    )
-
-
 def _refuse_foreign_options(chosen: BenchmarkFamily, options: dict[str, str]) -> None:
     """An option of another family's, given for this one's catalog."""
     taken = {o.name for o in chosen.plan_options}
@@ -51,18 +43,6 @@ def _refuse_foreign_options(chosen: BenchmarkFamily, options: dict[str, str]) ->
         raise click.UsageError(f"--{name} selects {title} tasks: give a {title} suite")
 
 
-def _reading(directory: Path) -> BenchmarkFamily:
-    """The family that reads a declared local copy."""
-    readers = [
-        registered
-        for registered in families().values()
-        if any(p.resolve() == directory.resolve() for p in registered.private_paths())
-    ]
-    if not readers:
-        raise click.UsageError(f"no benchmark family reads a copy at {directory}")
-    return readers[0]
-
-
 @click.command("catalog")
 @json_option("Print the entries as one JSON document.")
 @click.option("--suite", default=None, help="Only this suite (e.g. libero_10, libero_10_lan).")
@@ -72,37 +52,30 @@ def _reading(directory: Path) -> BenchmarkFamily:
     default=None,
     help="Only this family (libero: the 130 standard entries; libero_pro; libero_plus; ...).",
 )
-@click.option(
-    "--category",
-    type=click.Choice(_option_choices("category")),
-    default=None,
-    help="LIBERO-Plus only: the perturbation category.",
-)
-@click.option(
-    "--para-dir",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default=None,
-    help="Catalogue a local LIBERO-Para copy: each BDDL file matched to its LIBERO-Goal "
-    "task, or refused with the reason.",
-)
+@plan_options()
+@local_copy_options()
+@click.pass_context
 def catalog(
+    ctx: click.Context,
+    /,
     as_json: bool,
     suite: str | None,
     benchmark: str | None,
-    category: str | None,
-    para_dir: Path | None,
+    **given: str | None,
 ) -> None:
     """A benchmark family's catalog, as the family shows it: the frozen LIBERO catalog
     (suite-task entries in native order, with reference horizons and their sources) by
-    default, another family's with `--benchmark` or one of its suites; a LIBERO-Para copy
-    is catalogued from its files (`--para-dir`)."""
-    options = {"category": category} if category is not None else {}
+    default, another family's with `--benchmark` or one of its suites; a family's local
+    copy (a LIBERO-Para folder, `--para-dir`) is catalogued from its files, each file
+    matched to its task or refused with the reason."""
+    options = given_plan_options(given)
+    copies = declared_copies(ctx)
     try:
-        if para_dir is not None:
-            if suite is not None or benchmark is not None or category is not None:
-                raise click.UsageError("--para-dir takes no --suite, --benchmark or --category")
-            declare_para_dir(para_dir)
-            chosen = _reading(para_dir)
+        if copies:
+            if suite is not None or benchmark is not None or options:
+                named = ", ".join(f"--{c.local_copy.option}" for c in copies if c.local_copy)
+                raise click.UsageError(f"{named} takes no --suite, --benchmark or plan option")
+            chosen = copies[0]
         elif suite is not None:
             chosen = family_of_suite(suite)
             if benchmark is not None and chosen.name != benchmark:
@@ -156,18 +129,8 @@ def _init_states(
 @click.command("plan")
 @click.option("--kind", type=click.Choice(PLAN_KINDS), required=True, help="Which selection.")
 @click.option("--suite", default=None, help="The suite (fast, task_coverage, canonical).")
-@click.option(
-    "--category",
-    type=click.Choice(_option_choices("category")),
-    default=None,
-    help="LIBERO-Plus only: the perturbation category (task_coverage, canonical).",
-)
-@click.option(
-    "--cell",
-    default=None,
-    help="LIBERO-Para only (--suite libero_para): the paraphrase-type cell.",
-)
-@para_dir_option()
+@plan_options()
+@local_copy_options()
 @click.option(
     "--task-ids",
     callback=_task_ids,
@@ -191,13 +154,12 @@ def _init_states(
 def plan(
     kind: str,
     suite: str | None,
-    category: str | None,
-    cell: str | None,
     task_ids: list[int] | None,
     init_states: list[int] | None,
     out: Path,
     force: bool,
     as_json: bool,
+    **given: str | None,
 ) -> None:
     """Write a selection plan: each case attempted once, never retried. `canonical` is the
     field's protocol (every task of a suite x its 50 fixed initial states, seed 7; for a
@@ -211,8 +173,7 @@ def plan(
             suite=suite,
             task_ids=task_ids,
             init_states=init_states,
-            category=category,
-            cell=cell,
+            **given_plan_options(given),
         )
         write_plan(built, out, overwrite=force)
     except (CatalogError, PlanError) as exc:

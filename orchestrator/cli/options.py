@@ -80,32 +80,12 @@ def confinement_option(help_text: str, default: str | None) -> Callable[[F], F]:
     )
 
 
-def _declare_para_dir(_ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
-    if value is not None:
-        from mailroom.orchestrator.catalog.para import declare_para_dir
-
-        declare_para_dir(value)
-
-
-def para_dir_option() -> Callable[[F], F]:
-    """`--para-dir`: the local LIBERO-Para copy, declared for this command and the
-    workers it starts (else `$MAILROOM_PARA_DIR`)."""
-    return click.option(
-        "--para-dir",
-        type=click.Path(path_type=Path, exists=True, file_okay=False),
-        default=None,
-        expose_value=False,
-        callback=_declare_para_dir,
-        help="A local LIBERO-Para copy (a folder of BDDL files; docs/liberopara.md).",
-    )
-
-
 def use_run_catalog(run_dir: Path) -> None:
     """A command reading a run uses the catalog the run kept (checked against its
     manifest), whatever a declared copy holds now: a published run is re-read, and
     re-proved, without the data set (families/kept.py; the library calls pin it too,
     this says a disagreeing file as a usage error before anything starts)."""
-    from mailroom.orchestrator.catalog.frozen import CatalogError
+    from mailroom.orchestrator.catalog.entries import CatalogError
     from mailroom.orchestrator.families.kept import pin_run_catalog
 
     try:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 from mailroom.orchestrator.cli.exits import EXIT_FAILED, EXIT_OK
+from mailroom.orchestrator.cli.family_options import local_copy_options
 from mailroom.orchestrator.cli.options import (
     console,
     json_option,
-    para_dir_option,
     progress_bar,
     run_dir_argument,
     use_run_catalog,
@@ -76,7 +76,7 @@ def print_replay(report: ReplayReport) -> None:
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @json_option("Print the verdicts as JSON.")
-@para_dir_option()
+@local_copy_options()
 def replay(run_dir: Path, cases: tuple[str, ...], workers: int, as_json: bool) -> None:
     """Re-execute each recorded attempt of RUN_DIR from its recorded case, seed and
     executed actions, and check every delivered observation's image hashes, the

@@ -36,11 +36,11 @@ from mailroom.orchestrator.episode.runner import (
 )
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
-from mailroom.orchestrator.families.registry import reference_horizon
+from mailroom.orchestrator.families.registry import family, reference_horizon
 from mailroom.orchestrator.gateway.server import EpisodeGate
 from mailroom.orchestrator.records.layout import ENDPOINT_FILE, LAUNCH_MESSAGE_FILE, RunPaths
 from mailroom.orchestrator.records.result import Enforcement, EpisodeResult, ProviderUsage
-from mailroom.orchestrator.sim.base import CAMERAS, Simulator
+from mailroom.orchestrator.sim.base import Simulator
 from mailroom.orchestrator.transport.base import (
     ActorCheck,
     ActorGuard,
@@ -198,7 +198,8 @@ def blinded_episode(
     confinement = (
         ConfinementSettings(mode="external") if launch_actor is None else launch_actor.confinement
     )
-    video = EpisodeVideo(RunPaths(run_dir).attempt(case.attempt_id(attempt)).root, CAMERAS)
+    cameras = family(case.benchmark).observation_spec.cameras
+    video = EpisodeVideo(RunPaths(run_dir).attempt(case.attempt_id(attempt)).root, cameras)
     prepared = _prepare(
         case,
         attempt,

@@ -12,7 +12,6 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
@@ -21,6 +20,7 @@ from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.packages.errors import PackageError
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
@@ -37,8 +37,6 @@ from mailroom.orchestrator.records.result import (
     Usage,
 )
 from mailroom.orchestrator.sim.base import (
-    CONTROL_HZ,
-    SETTLING_CONTROLS,
     Capture,
     EpisodeStart,
     Image,
@@ -200,8 +198,11 @@ class EpisodeRequest:
     enforcement: Enforcement = field(default_factory=lambda: Enforcement.of_actor(None))
 
 
-def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
-    """The limits an episode ran under, as its result document discloses them."""
+def settings_record(
+    settings: RunSettings, control_cap: int, settling_controls: int
+) -> SettingsRecord:
+    """The limits an episode ran under, as its result document discloses them
+    (`settling_controls`: its family's, `ObservationSpec`)."""
     return SettingsRecord(
         budget_mode=settings.budget_mode,
         max_policy_calls=settings.max_policy_calls,
@@ -212,7 +213,7 @@ def settings_record(settings: RunSettings, control_cap: int) -> SettingsRecord:
         response_timeout_s=settings.response_timeout_s,
         episode_wall_time_s=settings.episode_wall_time_s,
         proprio=settings.proprio,
-        settling_controls=SETTLING_CONTROLS,
+        settling_controls=settling_controls,
     )
 
 
@@ -372,7 +373,11 @@ class EpisodeRunner:
                 seed=request.seed,
                 state_sha256=start.state_sha256 if start else "0" * 64,
             ),
-            settings=settings_record(settings, control_cap),
+            settings=settings_record(
+                settings,
+                control_cap,
+                family(ident.benchmark).observation_spec.settling_controls,
+            ),
             blinded=True,
             confinement=request.confinement,
             instructions_version=request.instructions_version,
@@ -473,14 +478,15 @@ class EpisodeRunner:
     def _terms(self, request: EpisodeRequest) -> _Terms:
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
+        action = family(request.identity.benchmark).action_spec
         return _Terms(
             instruction=request.identity.instruction,
             control_cap=control_cap,
             max_policy_calls=settings.max_policy_calls,
             limits=ActionLimits(max_chunk=settings.chunk_limit),
             spec=ActionSpec(
-                layout=list(ACTION_LAYOUT),
-                control_hz=CONTROL_HZ,
+                layout=list(action.layout),
+                control_hz=action.control_hz,
                 replan_interval=settings.replan_interval,
                 max_chunk=settings.chunk_limit,
             ),

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
+from mailroom.orchestrator.catalog.entries import CatalogEntry, CatalogError, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import Selection
 from mailroom.orchestrator.sim.base import SimulatorFactory, TaskIdentity
+from mailroom.orchestrator.sim.specs import ActionSpec, ObservationSpec
 from rich.console import Console
 
 
@@ -59,6 +60,16 @@ class PlanOption:
     choices: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True)
+class LocalCopy:
+    """Data a family reads from a folder the user has (a data set no package index
+    carries): the command-line option that declares it (`--<option> DIR`, given to every
+    command that reads the family's cases) and its help."""
+
+    option: str
+    help: str
+
+
 @runtime_checkable
 class BenchmarkFamily(Protocol):
     """One benchmark family. `name` is the `benchmark` its plans, cases and results name."""
@@ -77,12 +88,6 @@ class BenchmarkFamily(Protocol):
         ...
 
     @property
-    def legacy_plan_schema(self) -> str | None:
-        """The plan version (`mailroom.plan/v1` or `/v2`) a plan of this family had before
-        plan v3, or None for a family that came after."""
-        ...
-
-    @property
     def public_names(self) -> tuple[str, ...]:
         """Words the audit reads as this benchmark's name (lowercase, matched at a word's
         start): handing one to an actor is a leak; an actor writing one is information
@@ -91,6 +96,26 @@ class BenchmarkFamily(Protocol):
 
     @property
     def plan_options(self) -> tuple[PlanOption, ...]: ...
+
+    @property
+    def action_spec(self) -> ActionSpec:
+        """The action vector its actors send."""
+        ...
+
+    @property
+    def observation_spec(self) -> ObservationSpec:
+        """What each observation delivers to its actors."""
+        ...
+
+    @property
+    def local_copy(self) -> LocalCopy | None:
+        """The local copy this family reads, None for a family whose data is installed."""
+        ...
+
+    def declare_local_copy(self, directory: Path) -> None:
+        """The copy at `directory` is the one this command (and the workers it starts)
+        reads; a family without a local copy raises a `CatalogError`."""
+        ...
 
     @property
     def packages(self) -> Packages: ...
@@ -201,6 +226,10 @@ class KeepsNothing:
 
     title: str
     kept_catalog_file: str | None = None
+    local_copy: LocalCopy | None = None
+
+    def declare_local_copy(self, directory: Path) -> None:
+        raise CatalogError(f"{self.title} reads no local copy")
 
     def kept_catalog(self) -> bytes | None:
         return None

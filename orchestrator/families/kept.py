@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mailroom.mailbox.publish import publish_bytes
-from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.families.registry import families, family
 from mailroom.orchestrator.records.layout import MANIFEST_FILE
 

@@ -2,9 +2,10 @@
 
 A plan's cases come from the family that owns its suite (`BenchmarkFamily.select`); a
 loaded plan is checked against the family it names: registered, the catalog it was
-built against still installed, every case in that catalog. New plans are
-`mailroom.plan/v3`; a v1 or v2 plan still loads, and names the version its family's plans
-had before v3.
+built against still installed, every case in that catalog. Plans are written as
+`mailroom.plan/v3`; a plan of any version is read as that one: checked against its own
+version's frozen schema, its hash against the document as written, then upgraded
+(`records/upgrade.py`).
 """
 
 from __future__ import annotations
@@ -12,21 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.catalog.plan_states import with_states
 from mailroom.orchestrator.catalog.plans import (
     MAX_PLAN_BYTES,
     PLAN_SCHEMA,
-    PLAN_SCHEMA_V3,
-    PLAN_SCHEMAS,
     Plan,
     PlanCatalogMismatchError,
     PlanHashMismatchError,
     PlanInvalidError,
     PlanOptionError,
+    PlanRefusedError,
     content_sha256,
     plan_kind,
 )
@@ -36,6 +35,11 @@ from mailroom.orchestrator.families.registry import (
     families,
     family,
     family_of_suite,
+)
+from mailroom.orchestrator.records.upgrade import (
+    PLAN_HISTORY,
+    RecordRefusedError,
+    upgraded_document,
 )
 from pydantic import ValidationError
 
@@ -89,7 +93,7 @@ def build_plan(
             chosen.title,
         )
     body: dict[str, Any] = {
-        "schema": PLAN_SCHEMA_V3,
+        "schema": PLAN_SCHEMA,
         "kind": checked,
         "label": selection.label,
         "description": selection.description,
@@ -126,8 +130,8 @@ def _no_constants(name: str) -> Any:
 
 
 def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
-    """Validate bytes as a plan: JSON, schema, hash, model, its family, then (unless told
-    not to) the installed catalog."""
+    """Validate bytes as a plan of any version: JSON, its version's schema, hash, the
+    current model, its family, then (unless told not to) the installed catalog."""
     if len(data) > MAX_PLAN_BYTES:
         raise PlanInvalidError(f"a plan is at most {MAX_PLAN_BYTES} bytes")
     try:
@@ -138,39 +142,40 @@ def parse_plan(data: bytes, *, check_catalog: bool = True) -> Plan:
         )
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanInvalidError(f"not a UTF-8 JSON document: {exc}") from exc
-    declared = document.get("schema") if isinstance(document, dict) else None
-    kind = declared if declared in PLAN_SCHEMAS else PLAN_SCHEMA
-    errors = schema_errors(kind, document)
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise PlanInvalidError(f"not a {kind} document: {'; '.join(errors[:3])}{more}")
-    recomputed = content_sha256(document)
-    if recomputed != document["plan_sha256"]:
-        raise PlanHashMismatchError(
-            f"plan_sha256 is {document['plan_sha256']} but the content hashes to {recomputed}: "
-            "the plan was changed after it was built"
-        )
-    try:
-        plan = Plan.model_validate(document)
-    except ValidationError as exc:
-        raise PlanInvalidError(f"not a {kind} document: {_problems(exc)}") from exc
+    plan = _upgraded(document)
     chosen = _family_of(plan)
     if check_catalog:
         _check_against_catalog(plan, chosen)
     return plan
 
 
-def _family_of(plan: Plan) -> BenchmarkFamily:
-    """The registered family a plan names; a v1 or v2 plan must be in the version its
-    family's plans had then."""
+def _upgraded(document: object) -> Plan:
+    """The plan `document` is, as the current version. Its hash is recomputed over the
+    document as written, whatever its version; the upgraded plan keeps that hash."""
     try:
-        chosen = family(plan.benchmark)
+        upgraded = upgraded_document(PLAN_HISTORY, document)
+    except RecordRefusedError as exc:
+        raise PlanRefusedError(exc.kind, exc.version, exc.problem) from exc
+    written = cast(dict[str, Any], document)  # an object: its version's schema accepted it
+    recomputed = content_sha256(written)
+    if recomputed != written["plan_sha256"]:
+        raise PlanHashMismatchError(
+            f"plan_sha256 is {written['plan_sha256']} but the content hashes to {recomputed}: "
+            "the plan was changed after it was built"
+        )
+    try:
+        return Plan.model_validate(upgraded)
+    except ValidationError as exc:
+        raise PlanRefusedError(PLAN_HISTORY.kind, written["schema"], _problems(exc)) from exc
+
+
+def _family_of(plan: Plan) -> BenchmarkFamily:
+    """The registered family a plan names (an earlier version's schema names only the
+    families its plans could have)."""
+    try:
+        return family(plan.benchmark)
     except UnknownBenchmarkError as exc:
         raise PlanInvalidError(str(exc)) from exc
-    if plan.schema_ != PLAN_SCHEMA_V3 and plan.schema_ != chosen.legacy_plan_schema:
-        version = chosen.legacy_plan_schema or PLAN_SCHEMA_V3
-        raise PlanInvalidError(f"a {plan.benchmark} plan is a {version} document")
-    return chosen
 
 
 def _check_against_catalog(plan: Plan, chosen: BenchmarkFamily) -> None:

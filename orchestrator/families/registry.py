@@ -13,17 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import (
-    CatalogEntry,
-    ReferenceHorizon,
-    UnknownSuiteError,
-)
+from mailroom.orchestrator.catalog.entries import CatalogEntry, ReferenceHorizon, UnknownSuiteError
 from mailroom.orchestrator.families.base import (
     BenchmarkFamily,
     Packages,
     UnknownBenchmarkError,
 )
 from mailroom.orchestrator.sim.base import SimulatorFactory
+from mailroom.orchestrator.sim.specs import protocol_v1_problems
 
 ENTRY_POINT_GROUP = "mailroom.benchmarks"
 # The family a simulator is built for when nothing names one (a worker configured by
@@ -35,12 +32,22 @@ class FamilyConflictError(RuntimeError):
     """Two registered families claim the same name or the same suite."""
 
 
+class FamilyShapeError(FamilyConflictError):
+    """A family's action or observation spec that the mailbox protocol cannot carry."""
+
+
 def _load(value: object, name: str) -> BenchmarkFamily:
     family = value() if callable(value) and not isinstance(value, BenchmarkFamily) else value
     if not isinstance(family, BenchmarkFamily):
         raise FamilyConflictError(f"entry point {name!r} is not a benchmark family")
     if family.name != name:
         raise FamilyConflictError(f"entry point {name!r} names family {family.name!r}")
+    problems = protocol_v1_problems(family.action_spec, family.observation_spec)
+    if problems:
+        raise FamilyShapeError(
+            f"family {name!r} declares what mailbox protocol v1 cannot carry: "
+            + "; ".join(problems)
+        )
     return family
 
 

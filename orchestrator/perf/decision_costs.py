@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from mailroom.benchmarks.libero.adapter import (
+    CAMERAS,
+    SETTLING_ACTION,
+    SETTLING_CONTROLS,
+    LiberoAdapter,
+)
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
@@ -25,8 +31,6 @@ from mailroom.orchestrator.perf.detection import BENCH_ACTION, act_response, mil
 from mailroom.orchestrator.perf.flood_isolation import FloodOptions
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RunPaths
-from mailroom.orchestrator.sim.base import CAMERAS, SETTLING_ACTION, SETTLING_CONTROLS
-from mailroom.orchestrator.sim.libero import LiberoAdapter
 from mailroom.orchestrator.transport.png import decode_png, encode_png
 
 BENCH_CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
@@ -237,7 +241,7 @@ def naive_decisions(decisions: int, k: int) -> dict[str, Any]:
     """What common LIBERO evaluators do: both cameras rendered at every control."""
     with simulator_chatter_to_stderr():
         from libero.libero.envs import OffScreenRenderEnv
-        from mailroom.orchestrator.sim.libero import load_init_states, resolve_task
+        from mailroom.benchmarks.libero.adapter import load_init_states, resolve_task
 
         identity = resolve_task(BENCH_CASE.suite, BENCH_CASE.task_index)
         env = OffScreenRenderEnv(
@@ -274,7 +278,7 @@ def naive_decisions(decisions: int, k: int) -> dict[str, Any]:
 def first_observation_latency() -> dict[str, Any]:
     """Seed, reset, released state, settling and the first frame: on a freshly built env,
     then on the same env again (the first reuse compiles the scene; later ones do not)."""
-    from mailroom.orchestrator.sim.libero import resolve_task
+    from mailroom.benchmarks.libero.adapter import resolve_task
 
     identity = resolve_task(BENCH_CASE.suite, BENCH_CASE.task_index)
     adapter = LiberoAdapter(control_cap=200)  # room for `cold_code`

@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.mailbox.action_layout import ACTION_LAYOUT
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.messages import ActionSpec, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits
@@ -44,10 +43,11 @@ from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.runner import EpisodeRequest, EpisodeRunner
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
 from mailroom.orchestrator.perf.detection import act_response, milliseconds, write_response
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import RunPaths
-from mailroom.orchestrator.sim.base import CAMERAS, CONTROL_HZ, Capture
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
@@ -71,7 +71,9 @@ def synthetic_frame(seed: int, size: int = 256) -> Image:
     return frame
 
 
-RAW = {camera: synthetic_frame(i) for i, camera in enumerate(CAMERAS)}
+# The fake's episodes stand for the default family's (`FAKE_IDENTITY`): its shapes.
+MEASURED = family(DEFAULT_BENCHMARK)
+RAW = {camera: synthetic_frame(i) for i, camera in enumerate(MEASURED.observation_spec.cameras)}
 
 
 def _capture() -> Capture:
@@ -87,8 +89,8 @@ def _answer(endpoint: Endpoint, delivery: Delivery) -> None:
 
 
 SPEC = ActionSpec(
-    layout=list(ACTION_LAYOUT),
-    control_hz=CONTROL_HZ,
+    layout=list(MEASURED.action_spec.layout),
+    control_hz=MEASURED.action_spec.control_hz,
     replan_interval=K,
     max_chunk=K,
 )

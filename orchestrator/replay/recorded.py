@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailroom.mailbox.action_layout import ACTION_DIMENSION
+from mailroom.orchestrator.families.base import UnknownBenchmarkError
+from mailroom.orchestrator.families.registry import family
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import EVENTS_FILE, RESULT_FILE, AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
@@ -47,16 +48,16 @@ def _events(path: Path) -> list[dict[str, Any]]:
     return log.records
 
 
-def _prefix(value: Any, where: str) -> list[list[float]]:
+def _prefix(value: Any, where: str, dimension: int) -> list[list[float]]:
     ok = isinstance(value, list) and all(
         isinstance(row, list)
-        and len(row) == ACTION_DIMENSION
+        and len(row) == dimension
         and all(isinstance(x, int | float) and not isinstance(x, bool) for x in row)
         for row in value
     )
     if not ok:
         raise NotReplayableError(
-            f"{where}: its executed prefix is not a list of {ACTION_DIMENSION}-vectors"
+            f"{where}: its executed prefix is not a list of {dimension}-vectors"
         )
     return [[float(x) for x in row] for row in value]
 
@@ -74,6 +75,10 @@ def read_recorded(directory: Path) -> RecordedAttempt:
         raise NotReplayableError("the attempt was interrupted: its evidence is not whole")
     if not events_path.is_file():
         raise NotReplayableError(f"no {EVENTS_FILE}: the executed actions are not on record")
+    try:
+        dimension = family(result.case.benchmark).action_spec.dimension
+    except UnknownBenchmarkError as exc:
+        raise NotReplayableError(str(exc)) from exc
     recorded = RecordedAttempt(directory.name, result)
     for record in _events(events_path):
         kind, sequence = record.get("event"), record.get("sequence")
@@ -88,7 +93,7 @@ def read_recorded(directory: Path) -> RecordedAttempt:
             recorded.decisions.append(
                 RecordedDecision(
                     sequence,
-                    _prefix(record.get("executed_prefix"), f"decision {sequence}"),
+                    _prefix(record.get("executed_prefix"), f"decision {sequence}", dimension),
                     record.get("native_success") is True,
                 )
             )

@@ -52,14 +52,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mailroom.mailbox.action_layout import ACTION_DIMENSION, ACTION_LAYOUT
 from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
-from mailroom.orchestrator.families.registry import run_family_errors
+from mailroom.orchestrator.families.registry import family, run_family_errors
 from mailroom.orchestrator.records.disclosures import disclosed_attempts
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.result import (
@@ -80,14 +79,14 @@ from mailroom.orchestrator.results.provider_requests import (
 )
 from mailroom.orchestrator.results.reporter import case_group
 from mailroom.orchestrator.results.usage import unmetered_reason
-from mailroom.orchestrator.sim.base import CONTROL_HZ
+from mailroom.orchestrator.sim.specs import ActionSpec
 
 EXPORT_FORMAT = "mailroom.export/v1"
 EPISODES_PARQUET = "episodes.parquet"
 STEPS_PARQUET = "steps.parquet"
 REQUESTS_PARQUET = "provider_requests.parquet"
 DEFAULT_EXPORT_DIR = "export"
-FPS = CONTROL_HZ
+# The proprioception track's components, as mailbox protocol v1 fixes them.
 STATE_LAYOUT: tuple[str, ...] = (
     *(f"joint_{i}" for i in range(7)),
     "gripper_finger_left",
@@ -198,8 +197,9 @@ def _lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def read_steps(path: Path, *, proprio: bool) -> StepRows:
-    """Parse one attempt's steps.jsonl as the runner writes it, one line per control."""
+def read_steps(path: Path, *, proprio: bool, dimension: int) -> StepRows:
+    """Parse one attempt's steps.jsonl as the runner writes it, one line per control, each
+    action `dimension` numbers (its family's `ActionSpec`)."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -228,7 +228,7 @@ def read_steps(path: Path, *, proprio: bool) -> StepRows:
             raise StepsFileError(f"{where}: native_success must be true or false")
         frame_index.append(index)
         policy_call.append(call)
-        actions.append(_vector(record.get("action"), ACTION_DIMENSION, f"{where}: action"))
+        actions.append(_vector(record.get("action"), dimension, f"{where}: action"))
         success.append(done)
         if proprio:
             states.append(_vector(record.get("state"), STATE_DIM, f"{where}: state"))
@@ -237,7 +237,7 @@ def read_steps(path: Path, *, proprio: bool) -> StepRows:
     return StepRows(
         frame_index=np.asarray(frame_index, dtype=np.int64),
         policy_call=np.asarray(policy_call, dtype=np.int64),
-        action=np.asarray(actions, dtype=np.float32).reshape(-1, ACTION_DIMENSION),
+        action=np.asarray(actions, dtype=np.float32).reshape(-1, dimension),
         success=np.asarray(success, dtype=np.bool_),
         state=np.asarray(states, dtype=np.float32).reshape(-1, STATE_DIM) if proprio else None,
     )
@@ -246,12 +246,12 @@ def read_steps(path: Path, *, proprio: bool) -> StepRows:
 # schemas -------------------------------------------------------------------------------
 
 
-def steps_schema(proprio: bool) -> pa.Schema:
+def steps_schema(proprio: bool, dimension: int) -> pa.Schema:
     fields = [
         pa.field("episode_index", pa.int64(), nullable=False),
         pa.field("frame_index", pa.int64(), nullable=False),
         pa.field("timestamp", pa.float32(), nullable=False),
-        pa.field("action", pa.list_(pa.float32(), ACTION_DIMENSION), nullable=False),
+        pa.field("action", pa.list_(pa.float32(), dimension), nullable=False),
     ]
     if proprio:
         fields.append(
@@ -355,12 +355,14 @@ def usage_columns(result: EpisodeResult) -> dict[str, Any]:
     return row
 
 
-def _metadata(manifest: dict[str, Any], proprio: bool, cameras: Sequence[str]) -> dict[str, str]:
+def _metadata(
+    manifest: dict[str, Any], proprio: bool, cameras: Sequence[str], action: ActionSpec
+) -> dict[str, str]:
     layout: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "run_id": manifest.get("run_id"),
-        "fps": FPS,
-        "action_names": list(ACTION_LAYOUT),
+        "fps": action.control_hz,
+        "action_names": list(action.layout),
         "cameras": list(cameras),
         "proprio": proprio,
     }
@@ -392,9 +394,10 @@ def published_file(path: Path) -> Iterator[Path]:
 class _StepsWriter:
     """Buffers a bounded number of step rows, then writes them as one row group."""
 
-    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema) -> None:
+    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema, action: ActionSpec) -> None:
         self._writer = writer
         self._schema = schema
+        self._action = action
         self._pending: list[tuple[int, StepRows]] = []
         self._pending_rows = 0
         self.rows = 0
@@ -423,8 +426,10 @@ class _StepsWriter:
                 np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in parts])
             ),
             "frame_index": pa.array(frame_index),
-            "timestamp": pa.array((frame_index / FPS).astype(np.float32)),
-            "action": _fixed_list(np.concatenate([s.action for _, s in parts]), ACTION_DIMENSION),
+            "timestamp": pa.array((frame_index / self._action.control_hz).astype(np.float32)),
+            "action": _fixed_list(
+                np.concatenate([s.action for _, s in parts]), self._action.dimension
+            ),
         }
         if "observation.state" in self._schema.names:
             states = [s.state for _, s in parts]
@@ -477,12 +482,12 @@ def _episodes(
     return episodes, skipped
 
 
-def _steps_for(episode: _Episode, proprio: bool) -> StepRows | None:
+def _steps_for(episode: _Episode, proprio: bool, dimension: int) -> StepRows | None:
     """The episode's steps, None when it has no steps.jsonl; raises StepsFileError."""
     path = AttemptPaths(episode.directory).steps
     if not path.exists():
         return None
-    steps = read_steps(path, proprio=proprio)
+    steps = read_steps(path, proprio=proprio, dimension=dimension)
     result = episode.result
     if result.outcome != "error" and len(steps) != result.counters.executed_controls:
         raise StepsFileError(
@@ -590,9 +595,19 @@ def _requests_table(
     return pa.Table.from_pylist(rows, schema=requests_schema())
 
 
-def load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
-    """The run's checked manifest and each planned case's position in its plan; raises
-    ExportError when the run cannot be read at all (every export format starts here)."""
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run as every export reads it: its checked manifest, each planned case's place
+    in its plan, and the action spec of its plan's family."""
+
+    manifest: dict[str, Any]
+    order: dict[str, int]
+    action: ActionSpec
+
+
+def load_run(run: RunDirectory) -> LoadedRun:
+    """The run, checked; raises ExportError when it cannot be read at all (every export
+    format starts here)."""
     if not run.exists():
         raise ExportError(not_a_run_directory(run.root))
     try:
@@ -611,7 +626,7 @@ def load_run(run: RunDirectory) -> tuple[dict[str, Any], dict[str, int]]:
     except CatalogError as exc:
         raise ExportError(str(exc)) from exc
     order = {case.case_id: n for n, case in enumerate(plan.to_cases())}
-    return manifest, order
+    return LoadedRun(manifest, order, family(plan.benchmark).action_spec)
 
 
 def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
@@ -619,23 +634,24 @@ def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
     `run_dir` into `out_dir` (default `run_dir/export`); raises ExportError when the run
     cannot be read at all."""
     run = RunDirectory(run_dir)
-    manifest, plan_order = load_run(run)
+    loaded = load_run(run)
+    manifest, plan_order, action = loaded.manifest, loaded.order, loaded.action
     proprio = bool(manifest["settings"]["proprio"])
     cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
     out = out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR
     out.mkdir(parents=True, exist_ok=True)
     episodes, skipped = _episodes(run, plan_order)
     disclosed = disclosed_attempts(run)
-    metadata = _metadata(manifest, proprio, cameras)
+    metadata = _metadata(manifest, proprio, cameras, action)
 
     rows: list[dict[str, Any]] = []
-    schema = steps_schema(proprio).with_metadata(metadata)
+    schema = steps_schema(proprio, action.dimension).with_metadata(metadata)
     steps_path = out / STEPS_PARQUET
     with published_file(steps_path) as temporary, pq.ParquetWriter(temporary, schema) as parquet:
-        writer = _StepsWriter(parquet, schema)
+        writer = _StepsWriter(parquet, schema, action)
         for episode in episodes:
             try:
-                steps = _steps_for(episode, proprio)
+                steps = _steps_for(episode, proprio, action.dimension)
             except StepsFileError as exc:
                 steps_file = AttemptPaths(episode.directory).steps
                 skipped.append(Skipped(_relative(run, steps_file), str(exc)))

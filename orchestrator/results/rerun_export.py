@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
-from mailroom.mailbox.action_layout import ACTION_DIMENSION, ACTION_LAYOUT
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
@@ -58,6 +57,7 @@ from mailroom.orchestrator.results.export import (
     published_file,
     read_steps,
 )
+from mailroom.orchestrator.sim.specs import ActionSpec
 
 if TYPE_CHECKING:
     import rerun as rr
@@ -143,10 +143,11 @@ class _Evidence:
     paths: AttemptPaths
     result: EpisodeResult
     cameras: tuple[str, ...]
+    action_layout: tuple[str, ...]
     keeps_images: bool
     observations: list[_Observation]
     decisions: list[_Decision]
-    actions: npt.NDArray[np.float32]  # (controls, ACTION_DIMENSION)
+    actions: npt.NDArray[np.float32]  # (controls, len(action_layout))
     states: npt.NDArray[np.float32] | None  # (controls, len(STATE_LAYOUT))
 
 
@@ -208,7 +209,10 @@ def _verdict(
 
 
 def _actions(
-    paths: AttemptPaths, result: EpisodeResult, prefixes: dict[int, list[list[float]]]
+    paths: AttemptPaths,
+    result: EpisodeResult,
+    prefixes: dict[int, list[list[float]]],
+    dimension: int,
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32] | None]:
     """Every executed control's action (and state, with the proprio track), from
     steps.jsonl, or from the executed prefixes where a minimal record kept no steps."""
@@ -216,34 +220,36 @@ def _actions(
     expected = result.counters.executed_controls
     if paths.steps.exists():
         try:
-            steps = read_steps(paths.steps, proprio=proprio)
+            steps = read_steps(paths.steps, proprio=proprio, dimension=dimension)
         except StepsFileError as exc:
             raise EvidenceError(f"{paths.relative(paths.steps)}: {exc}") from exc
         actions, states = steps.action, steps.state
     else:
         rows = [row for s in sorted(prefixes) for row in prefixes[s]]
-        actions = np.asarray(rows, dtype=np.float32).reshape(-1, ACTION_DIMENSION)
+        actions = np.asarray(rows, dtype=np.float32).reshape(-1, dimension)
         states = None
     if len(actions) != expected and result.outcome != "error":
         raise EvidenceError(f"{len(actions)} actions for {expected} executed controls")
     return actions, states
 
 
-def _vectors(value: object) -> list[list[float]]:
+def _vectors(value: object, dimension: int) -> list[list[float]]:
     if not isinstance(value, list):
         return []
     return [
         [float(x) for x in row]
         for row in value
         if isinstance(row, list)
-        and len(row) == ACTION_DIMENSION
+        and len(row) == dimension
         and all(isinstance(x, int | float) and not isinstance(x, bool) for x in row)
     ]
 
 
-def read_evidence(record: AttemptRecord, cameras: Sequence[str], keeps_images: bool) -> _Evidence:
-    """What a recording of the attempt shows, read from its evidence; raises
-    EvidenceError when the evidence cannot be trusted."""
+def read_evidence(
+    record: AttemptRecord, cameras: Sequence[str], keeps_images: bool, action: ActionSpec
+) -> _Evidence:
+    """What a recording of the attempt shows, read from its evidence (its actions as
+    `action` lays them out); raises EvidenceError when the evidence cannot be trusted."""
     result = record.result
     if result is None:
         raise EvidenceError("no result: the attempt is in progress or ended")
@@ -272,7 +278,7 @@ def read_evidence(record: AttemptRecord, cameras: Sequence[str], keeps_images: b
             total = event.get("executed_controls_total")
             if isinstance(total, int) and not isinstance(total, bool):
                 executed[sequence] = total
-            prefixes[sequence] = _vectors(event.get("executed_prefix"))
+            prefixes[sequence] = _vectors(event.get("executed_prefix"), action.dimension)
     observations: list[_Observation] = []
     for sequence in sorted(published):
         hashes = published[sequence].get("image_sha256")
@@ -295,11 +301,12 @@ def read_evidence(record: AttemptRecord, cameras: Sequence[str], keeps_images: b
                 note=_note(paths, sequence),
             )
         )
-    actions, states = _actions(paths, result, prefixes)
+    actions, states = _actions(paths, result, prefixes, action.dimension)
     return _Evidence(
         paths=paths,
         result=result,
         cameras=tuple(cameras),
+        action_layout=action.layout,
         keeps_images=keeps_images,
         observations=observations,
         decisions=decisions,
@@ -373,7 +380,7 @@ def _write(evidence: _Evidence, path: Path) -> AttemptRecording:
                 )
                 images[camera] += 1
         controls = np.arange(len(evidence.actions), dtype=np.int64)
-        _log_series(recording, "action", ACTION_LAYOUT, controls, evidence.actions)
+        _log_series(recording, "action", evidence.action_layout, controls, evidence.actions)
         if evidence.states is not None:
             _log_series(recording, "proprio", STATE_LAYOUT, controls + 1, evidence.states)
         for decision in evidence.decisions:
@@ -433,7 +440,8 @@ def export_rerun(
     `out_dir` (default `run_dir/export`); raises ExportError when the run cannot be read
     at all, UnknownAttemptError when an attempt id names none of its attempts."""
     run = RunDirectory(run_dir)
-    manifest, _ = load_run(run)
+    loaded = load_run(run)
+    manifest = loaded.manifest
     records = _selected(run, attempt_ids)
     cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
     keeps_images = manifest.get("record") == "full"
@@ -445,7 +453,7 @@ def export_rerun(
         where = AttemptPaths(record.directory)
         path = out / f"{record.attempt_id}{RECORDING_SUFFIX}"
         try:
-            evidence = read_evidence(record, cameras, keeps_images)
+            evidence = read_evidence(record, cameras, keeps_images, loaded.action)
             with published_file(path) as temporary:
                 written = _write(evidence, temporary)
         except EvidenceError as exc:

@@ -1,7 +1,7 @@
-"""The `Simulator` Protocol every adapter implements, with the types and constants it shares.
+"""The `Simulator` Protocol every adapter implements, with the types it shares.
 
-The constants are the protocol's: cameras, image size, settling, control rate (the action
-layout is the mailbox's, `mailroom.mailbox.action_layout`).
+What an adapter's actions and images are (layout, cameras, image size, settling, control
+rate) its family declares (`sim/specs.py`).
 
 The runner and the episode depend on `Simulator` only, and the coordinator's workers
 build theirs with a `SimulatorFactory` (LIBERO's unless told otherwise); `libero.py`
@@ -21,11 +21,6 @@ import numpy as np
 import numpy.typing as npt
 from mailroom.orchestrator.records.result import ResultSimulator, SimulatorHolding
 
-CAMERAS: tuple[str, ...] = ("agentview", "robot0_eye_in_hand")
-IMAGE_SIZE = 256
-SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
-SETTLING_CONTROLS = 10
-CONTROL_HZ = 20
 Image = npt.NDArray[np.uint8]
 
 
@@ -35,22 +30,6 @@ class SimulatorError(RuntimeError):
 
 class NotParkableError(RuntimeError):
     """An episode whose state a simulator cannot take out whole: it runs alone."""
-
-
-@dataclass(frozen=True)
-class Perturbation:
-    """How a LIBERO-Plus task differs from its base task, as the adapter applies it.
-
-    `env_bddl_path` is the name the package's env is given (camera, robot-init and noise
-    ride on it); `robot_init` non-zero means the robot starts from a perturbed joint
-    pose, re-applied after the released state; `noise` is the package's sensor-noise
-    level (0 none), applied to every agentview image delivered or recorded.
-    """
-
-    category: str
-    env_bddl_path: Path
-    robot_init: int
-    noise: int
 
 
 @dataclass(frozen=True)
@@ -72,7 +51,9 @@ class TaskIdentity:
     bddl_sha256: str
     init_states_sha256: str
     n_init_states: int
-    perturbation: Perturbation | None = None
+    # A family's own change to its base task's scene (a LIBERO-Plus perturbation),
+    # read only by that family's adapter.
+    perturbation: object | None = None
 
 
 @dataclass(frozen=True)

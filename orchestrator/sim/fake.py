@@ -17,9 +17,6 @@ from pathlib import Path
 
 import numpy as np
 from mailroom.orchestrator.sim.base import (
-    CAMERAS,
-    IMAGE_SIZE,
-    SETTLING_CONTROLS,
     Capture,
     ControlOutcome,
     EpisodeStart,
@@ -27,8 +24,18 @@ from mailroom.orchestrator.sim.base import (
     SimulatorError,
     TaskIdentity,
 )
+from mailroom.orchestrator.sim.specs import ObservationSpec
 
 FAKE_INSTRUCTION = "put both the cream cheese box and the butter in the basket"
+# The fake stands for the default family's simulator (its identities name `libero`), so
+# by default it delivers what that family's observation spec says; a test keeps the two
+# equal. Another family's fake passes its own spec.
+FAKE_OBSERVATION = ObservationSpec(
+    cameras=("agentview", "robot0_eye_in_hand"),
+    image_size=256,
+    settling_controls=10,
+    proprio=(("joint_pos", 7), ("gripper_qpos", 2)),
+)
 
 
 def fake_identity(
@@ -63,8 +70,11 @@ def _synthetic_image(camera: int, control: int, size: int) -> Image:
     return image
 
 
-def synthetic_capture(control: int, size: int = IMAGE_SIZE) -> Capture:
-    images = {name: _synthetic_image(i, control, size) for i, name in enumerate(CAMERAS)}
+def synthetic_capture(control: int, observation: ObservationSpec = FAKE_OBSERVATION) -> Capture:
+    size = observation.image_size
+    images = {
+        name: _synthetic_image(i, control, size) for i, name in enumerate(observation.cameras)
+    }
     return Capture(images=images, joint_pos=None, gripper_qpos=None)
 
 
@@ -86,7 +96,7 @@ class FakeSimulator:
         proprio: bool = False,
         frames: Callable[[], Capture] | None = None,
         succeed_at: int | None = None,
-        image_size: int = IMAGE_SIZE,
+        observation: ObservationSpec = FAKE_OBSERVATION,
         step_s: float = 0.0,
     ) -> None:
         self.control_cap = control_cap
@@ -94,7 +104,7 @@ class FakeSimulator:
         self.record_frames = False
         self._frames = frames
         self._succeed_at = succeed_at
-        self._image_size = image_size
+        self._observation = observation
         self._controls = 0
         self._seed = 0
         self._step_s = step_s
@@ -103,7 +113,7 @@ class FakeSimulator:
     def _capture(self) -> Capture:
         if self._frames is not None:
             return self._frames()
-        return synthetic_capture(self._seed + self._controls, self._image_size)
+        return synthetic_capture(self._seed + self._controls, self._observation)
 
     def set_control_cap(self, control_cap: int) -> None:
         self.control_cap = control_cap
@@ -123,7 +133,7 @@ class FakeSimulator:
             init_state_index=init_state_index,
             seed=seed,
             state_sha256=state,
-            settling_controls=SETTLING_CONTROLS,
+            settling_controls=self._observation.settling_controls,
             success_during_settling=False,
             capture=self._capture(),
         )

@@ -1,7 +1,10 @@
 """A toy benchmark family, installed as its own distribution: two shelves of tasks in a
 tiny catalog and a fake simulator (mailroom's deterministic `FakeSimulator`, resolving
 this family's tasks). mailroom knows nothing of it beyond the `mailroom.benchmarks` entry
-point: plan, launch, report, audit, view and replay must work through the registry."""
+point: plan, launch, report, audit, view and replay must work through the registry.
+
+Its shape is its own: one overhead camera of 64 pixels a side, two settling controls,
+a 10 Hz controller whose seven components have names of their own."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.orchestrator.catalog.entries import (
     CatalogEntry,
     ReferenceHorizon,
     TaskIndexError,
@@ -24,9 +27,10 @@ from mailroom.orchestrator.catalog.plans import (
     plan_kind,
     unique_ids,
 )
-from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
+from mailroom.orchestrator.families.base import LocalCopy, Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from mailroom.orchestrator.sim.specs import ActionSpec, ObservationSpec
 from rich.console import Console
 
 SUITE = "toyworld_shelf"
@@ -36,6 +40,19 @@ TASKS = (
     ("TOYSHELF_SCENE7_put_the_plum_in_the_tray", "put the plum in the tray"),
 )
 HORIZON = 40
+TOY_ACTION = ActionSpec(
+    layout=("vx", "vy", "vz", "wx", "wy", "wz", "grip"),
+    low=-1.0,
+    high=1.0,
+    controller="OSC_POSE",
+    control_hz=10,
+)
+TOY_OBSERVATION = ObservationSpec(
+    cameras=("overhead",),
+    image_size=64,
+    settling_controls=2,
+    proprio=(("joint_pos", 7), ("gripper_qpos", 2)),
+)
 
 
 def _sha(text: str) -> str:
@@ -92,7 +109,9 @@ class ToySimulator(FakeSimulator):
     third control on, so an episode can succeed."""
 
     def __init__(self, *, control_cap: int, proprio: bool = False) -> None:
-        super().__init__(control_cap=control_cap, proprio=proprio, succeed_at=3)
+        super().__init__(
+            control_cap=control_cap, proprio=proprio, succeed_at=3, observation=TOY_OBSERVATION
+        )
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
         return _identity(TOYWORLD.entry(suite, task_index), task_order_index)
@@ -106,11 +125,16 @@ class ToyFamily:
     name = "toyworld"
     title = "Toyworld"
     adapter = "toy_fake"
-    legacy_plan_schema: str | None = None
     public_names = ("toyworld",)
     plan_options: tuple[PlanOption, ...] = ()
     packages = Packages(modules=("mailroom_toy_family",))
     kept_catalog_file: str | None = None
+    local_copy: LocalCopy | None = None
+    action_spec = TOY_ACTION
+    observation_spec = TOY_OBSERVATION
+
+    def declare_local_copy(self, directory: Path) -> None:
+        raise ValueError("the toy family reads no local copy")
 
     def suites(self) -> Sequence[str]:
         return (SUITE,)

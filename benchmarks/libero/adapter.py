@@ -6,9 +6,9 @@ validated before they reach here), native success from `env.step` after every co
 
 The adapter resolves its tasks through the resolver it is built with: the standard and
 PRO suites of the frozen catalog by default. LIBERO-Plus tasks run through the same
-adapter on the package's own env (`sim.plus.open_plus`), with their perturbation applied
-as `sim.plus` describes; a LIBERO-Para paraphrase runs its Goal task's scene with the
-paraphrase delivered (`sim.para.open_para`).
+adapter on the package's own env (`libero_plus/scene.py`), with their perturbation applied
+through the `SceneVariant` it declares (`scene_variant.py`); a LIBERO-Para paraphrase runs
+its Goal task's scene with the paraphrase delivered (`libero_para/scene.py`).
 
 Cameras render only for controls whose observation is delivered: each camera
 observable's sensor is wrapped in a gate, so robosuite samples at exactly its native
@@ -29,33 +29,35 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from mailroom.benchmarks.libero.catalog import load_catalog
+from mailroom.benchmarks.libero.identity import checked_identity
+from mailroom.benchmarks.libero.package_dir import libero_package_dir
+from mailroom.benchmarks.libero.parking import ParkedLibero, park_env, unpark_env
+from mailroom.benchmarks.libero.scene_variant import SceneVariant, scene_variant
+from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
+from mailroom.benchmarks.libero.specs import SETTLING_ACTION as SETTLING_ACTION
 from mailroom.hashing import sha256_bytes
 from mailroom.measures import CLOCK
-from mailroom.orchestrator.catalog.frozen import load_catalog
-from mailroom.orchestrator.packages.dirs import libero_package_dir
 from mailroom.orchestrator.packages.headless import (
     configure_headless_rendering,
     simulator_chatter_to_stderr,
 )
 from mailroom.orchestrator.sim.base import (
-    CAMERAS,
-    IMAGE_SIZE,
-    SETTLING_ACTION,
-    SETTLING_CONTROLS,
     Capture,
     ControlOutcome,
     EpisodeStart,
     Image,
     NotParkableError,
-    Perturbation,
     SimulatorError,
     TaskIdentity,
 )
-from mailroom.orchestrator.sim.identity import checked_identity
-from mailroom.orchestrator.sim.libero_parking import ParkedLibero, park_env, unpark_env
 from mailroom.orchestrator.sim.memory import drop_pages, trim_heap
 
 configure_headless_rendering()
+
+CAMERAS = LIBERO_OBSERVATION.cameras
+IMAGE_SIZE = LIBERO_OBSERVATION.image_size
+SETTLING_CONTROLS = LIBERO_OBSERVATION.settling_controls
 
 
 # Resolves (suite, task index, task order index) to a checked task identity.
@@ -81,10 +83,9 @@ def resolve_task(suite: str, task_index: int, task_order_index: int = 0) -> Task
 def load_init_states(identity: TaskIdentity) -> npt.NDArray[np.float64]:
     """The released initial states, read the way the package reads them (no pickle;
     LIBERO-Plus's through a loader that admits only a plain float64 array)."""
-    if identity.perturbation is not None:
-        from mailroom.orchestrator.sim.plus import load_plus_states
-
-        return load_plus_states(identity)
+    variant = scene_variant(identity)
+    if variant is not None:
+        return variant.load_states(identity)
     with np.load(identity.init_states_path, allow_pickle=False) as data:
         return np.asarray(data["states"], dtype=np.float64)
 
@@ -325,7 +326,7 @@ class LiberoAdapter:
         self._gate = _RenderGate()
         self._scenes = _SceneCache()
         self._states: npt.NDArray[np.float64] | None = None
-        self._perturbation: Perturbation | None = None
+        self._variant: SceneVariant | None = None
         # A noise task's episode seed, and the controls executed since its reset: each
         # noised frame draws from a state of its own, made from the two.
         self._noise_seed: int | None = None
@@ -350,19 +351,18 @@ class LiberoAdapter:
     @staticmethod
     def _env_key_of(identity: TaskIdentity) -> tuple[str, int]:
         # A LIBERO-Plus env is its name's (camera, robot init, noise), not only its file's.
-        name = identity.bddl_path
-        if identity.perturbation is not None:
-            name = identity.perturbation.env_bddl_path
+        variant = scene_variant(identity)
+        name = identity.bddl_path if variant is None else variant.env_name
         return (str(name), identity.task_order_index)
 
     def _build(self, identity: TaskIdentity) -> None:
         self._close_env()  # the scene's compiled model stays: the next task may share it
-        self._perturbation = identity.perturbation
+        self._variant = scene_variant(identity)
         with simulator_chatter_to_stderr():
-            if identity.perturbation is not None:
-                from mailroom.orchestrator.sim.plus import build_plus_env
-
-                env = build_plus_env(identity, image_size=self.image_size, horizon=self.env_horizon)
+            if self._variant is not None:
+                env = self._variant.build_env(
+                    identity, image_size=self.image_size, horizon=self.env_horizon
+                )
             else:
                 from libero.libero.envs import OffScreenRenderEnv
 
@@ -449,11 +449,10 @@ class LiberoAdapter:
     def _capture(self, obs: dict[str, Any]) -> Capture:
         with CLOCK.phase("capture"):
             raw = {camera: obs[f"{camera}_image"] for camera in CAMERAS}
-            if self._perturbation is not None and self._noise_seed is not None:
-                from mailroom.orchestrator.sim.plus import noise_draws, noised_agentview
-
-                draws = noise_draws(self._noise_seed, self._controls_since_reset)
-                raw["agentview"] = noised_agentview(raw["agentview"], self._perturbation, draws)
+            if self._variant is not None and self._noise_seed is not None:
+                raw["agentview"] = self._variant.agentview(
+                    raw["agentview"], self._noise_seed, self._controls_since_reset
+                )
             images = {camera: _transform(image) for camera, image in raw.items()}
         if not self.proprio:
             return Capture(images=images, joint_pos=None, gripper_qpos=None)
@@ -492,14 +491,13 @@ class LiberoAdapter:
                 self._give_back_memory()
                 self._make_current()
                 env.set_init_state(state)
-                if identity.perturbation is not None and identity.perturbation.robot_init:
-                    from mailroom.orchestrator.sim.plus import reapply_robot_init
-
-                    reapply_robot_init(env)
+                variant = scene_variant(identity)
+                if variant is not None:
+                    variant.after_released_state(env)
                 _forget_warm_start(env)
                 self._controls_since_reset = 0
                 self._noise_seed = None
-                if identity.perturbation is not None and identity.perturbation.noise:
+                if variant is not None and variant.noisy:
                     self._noise_seed = seed
                 settled_success = False
                 obs: dict[str, Any] = {}
@@ -574,7 +572,7 @@ class LiberoAdapter:
         return f"{self._env_key}|{self._scenes.key}"
 
     def park(self, *, verify: bool = False) -> ParkedLibero:
-        """`Parkable`: the running episode as values (`sim.libero_parking`); with
+        """`Parkable`: the running episode as values (`parking.py`); with
         `verify` (when an episode starts) the model's asset arrays are checked too."""
         if self._env is None or not self._scenes.key:
             raise SimulatorError("no episode has started")

@@ -7,16 +7,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.benchmarks.libero.catalog import (
     Benchmark,
     Catalog,
-    CatalogEntry,
-    ReferenceHorizon,
     catalog_sha256,
     is_current_catalog,
     load_catalog,
 )
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.entries import CatalogEntry, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import (
     CANONICAL_INIT_STATES,
     CANONICAL_SEED,
@@ -166,17 +166,20 @@ def libero_reference_horizon(base_suite: str) -> ReferenceHorizon:
 def open_libero_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     """LIBERO's adapter, imported only where a simulator is built (a worker): importing it
     configures headless rendering, which the launching process must not."""
-    from mailroom.orchestrator.sim.libero import open_libero
+    from mailroom.benchmarks.libero.adapter import open_libero
 
     return open_libero(control_cap=control_cap, proprio=proprio)
 
 
 class LiberoStates:
-    """A family run by the LIBERO adapter: its initial states are the released LIBERO
-    (or LIBERO-Plus) state files the adapter reads."""
+    """A family run by the LIBERO adapter: its actors act and see as LIBERO's do, and its
+    initial states are the released LIBERO (or LIBERO-Plus) state files the adapter reads."""
+
+    action_spec = LIBERO_ACTION
+    observation_spec = LIBERO_OBSERVATION
 
     def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
-        from mailroom.orchestrator.sim.libero import state_sha256
+        from mailroom.benchmarks.libero.adapter import state_sha256
 
         return state_sha256(identity, init_state_index)
 
@@ -185,7 +188,6 @@ class LiberoFamily(LiberoStates, KeepsNothing):
     """A family of the frozen LIBERO catalog (`libero` or `libero_pro`)."""
 
     adapter = "libero"
-    legacy_plan_schema: str | None = "mailroom.plan/v1"
     public_names = LIBERO_NAMES
     plan_options: tuple[PlanOption, ...] = ()
     packages = LIBERO_PACKAGES
@@ -242,7 +244,7 @@ class LiberoFamily(LiberoStates, KeepsNothing):
         as_json: bool,
         only_this_family: bool,
     ) -> None:
-        from mailroom.orchestrator.families.libero_view import show_libero_catalog
+        from mailroom.benchmarks.libero.catalog_view import show_libero_catalog
 
         benchmark = self.name if only_this_family else None
         show_libero_catalog(console, write_json, benchmark, suite, as_json)
@@ -251,7 +253,7 @@ class LiberoFamily(LiberoStates, KeepsNothing):
         return open_libero_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
-        from mailroom.orchestrator.sim.libero import resolve_task
+        from mailroom.benchmarks.libero.adapter import resolve_task
 
         return resolve_task(suite, task_index, task_order_index)
 

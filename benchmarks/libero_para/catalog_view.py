@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mailroom.orchestrator.catalog.para import para_catalog_sha256, para_document, read_para_copy
+from mailroom.benchmarks.libero_para.local_copy import (
+    para_catalog_sha256,
+    para_document,
+    read_para_copy,
+)
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mailroom.orchestrator.catalog.para import load_para_catalog
-from mailroom.orchestrator.packages.dirs import libero_package_dir
+from mailroom.benchmarks.libero.identity import checked_identity
+from mailroom.benchmarks.libero.package_dir import libero_package_dir
+from mailroom.benchmarks.libero_para.local_copy import load_para_catalog
 from mailroom.orchestrator.sim.base import TaskIdentity
-from mailroom.orchestrator.sim.identity import checked_identity
 
 if TYPE_CHECKING:
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
+    from mailroom.benchmarks.libero.adapter import LiberoAdapter
 
 
 def resolve_para_task(task_index: int, task_order_index: int) -> TaskIdentity:
@@ -40,6 +40,6 @@ def resolve_para(suite: str, task_index: int, task_order_index: int) -> TaskIden
 def open_para(*, control_cap: int, proprio: bool) -> LiberoAdapter:
     """The `SimulatorFactory` of a LIBERO-Para worker: the LIBERO adapter resolving
     paraphrases."""
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
+    from mailroom.benchmarks.libero.adapter import LiberoAdapter
 
     return LiberoAdapter(control_cap=control_cap, proprio=proprio, resolve=resolve_para)

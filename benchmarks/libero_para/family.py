@@ -7,10 +7,14 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from mailroom.hashing import sha256_bytes
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
-from mailroom.orchestrator.catalog.para import (
+from mailroom.benchmarks.libero.family import (
+    LIBERO_NAMES,
+    LIBERO_PACKAGES,
+    LiberoStates,
+    libero_private_names,
+    libero_reference_horizon,
+)
+from mailroom.benchmarks.libero_para.local_copy import (
     GOAL_SUITE,
     NO_CELL,
     PARA_CATALOG_FILE,
@@ -20,6 +24,7 @@ from mailroom.orchestrator.catalog.para import (
     ParaEntry,
     cell_of,
     check_declared_copy,
+    declare_para_dir,
     declared_para_dir,
     goal_task_of,
     load_para_catalog,
@@ -28,6 +33,9 @@ from mailroom.orchestrator.catalog.para import (
     pin_para_catalog,
     render_para,
 )
+from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.catalog.entries import CatalogEntry, CatalogError, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import (
     CANONICAL_INIT_STATES,
     CANONICAL_SEED,
@@ -40,14 +48,7 @@ from mailroom.orchestrator.catalog.plans import (
     refuse_options,
     unique_ids,
 )
-from mailroom.orchestrator.families.base import Packages, PlanOption, PrivateNames
-from mailroom.orchestrator.families.libero import (
-    LIBERO_NAMES,
-    LIBERO_PACKAGES,
-    LiberoStates,
-    libero_private_names,
-    libero_reference_horizon,
-)
+from mailroom.orchestrator.families.base import LocalCopy, Packages, PlanOption, PrivateNames
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 from rich.console import Console
 
@@ -121,7 +122,7 @@ def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> 
 
 def open_para_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     """The LIBERO adapter resolving LIBERO-Para paraphrases, imported only in a worker."""
-    from mailroom.orchestrator.sim.para import open_para
+    from mailroom.benchmarks.libero_para.scene import open_para
 
     return open_para(control_cap=control_cap, proprio=proprio)
 
@@ -130,9 +131,15 @@ class ParaFamily(LiberoStates):
     name = "libero_para"
     title = "LIBERO-Para"
     adapter = "libero"
-    legacy_plan_schema: str | None = "mailroom.plan/v2"
     public_names = LIBERO_NAMES
     plan_options = (PlanOption("cell", "the paraphrase-type cell (the copy's folder)"),)
+    local_copy = LocalCopy(
+        "para-dir", "A local LIBERO-Para copy (a folder of BDDL files; docs/liberopara.md)."
+    )
+
+    def declare_local_copy(self, directory: Path) -> None:
+        declare_para_dir(directory)
+
     packages: Packages = LIBERO_PACKAGES
     kept_catalog_file: str | None = PARA_CATALOG_FILE
 
@@ -212,7 +219,7 @@ class ParaFamily(LiberoStates):
         as_json: bool,
         only_this_family: bool,
     ) -> None:
-        from mailroom.orchestrator.families.para_view import show_para_catalog
+        from mailroom.benchmarks.libero_para.catalog_view import show_para_catalog
 
         show_para_catalog(console, write_json, declared_para_dir(), as_json)
 
@@ -220,7 +227,7 @@ class ParaFamily(LiberoStates):
         return open_para_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
-        from mailroom.orchestrator.sim.para import resolve_para_task
+        from mailroom.benchmarks.libero_para.scene import resolve_para_task
 
         return resolve_para_task(task_index, task_order_index)
 

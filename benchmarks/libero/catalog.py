@@ -1,89 +1,37 @@
 """Reads the frozen LIBERO catalog: its suite-task entries, its hash, reference horizons.
 
 The catalog is data (`libero_catalog.json` beside this module), regenerated from the installed
-package by `catalog.build` and never edited by hand. Reading it never imports LIBERO; a
+package by `catalog_build` and never edited by hand. Reading it never imports LIBERO; a
 live env's instruction is checked against its entry here.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Annotated, Literal
 
 from mailroom.hashing import sha256_bytes
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from mailroom.orchestrator.catalog.entries import (
+    CatalogEntry,
+    FrozenModel,
+    InstructionMismatchError,
+    Positive,
+    ReferenceHorizon,
+    TaskIndexError,
+    UnknownSuiteError,
+)
+from pydantic import Field, model_validator
 
 CATALOG_SCHEMA: Literal["mailroom.libero_catalog/v1"] = "mailroom.libero_catalog/v1"
-CATALOG_PACKAGE = "mailroom.orchestrator.catalog"
+CATALOG_PACKAGE = "mailroom.benchmarks.libero"
 CATALOG_RESOURCE = "libero_catalog.json"
 
-# A benchmark family's name as entries, plans and cases carry it: any family the registry
-# (`families/`) knows, so a plain name here.
-BenchmarkName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
-# The two families this catalog holds (LIBERO-Plus has its own, `catalog.plus_frozen`, and
-# LIBERO-Para's is made from a local copy, `catalog.para`).
+# The two families this catalog holds (LIBERO-Plus has its own, `libero_plus/catalog.py`,
+# and LIBERO-Para's is made from a local copy, `libero_para/local_copy.py`).
 Benchmark = Literal["libero", "libero_pro"]
 BENCHMARKS: tuple[Benchmark, ...] = ("libero", "libero_pro")
-InstructionSource = Literal[
-    "task.language", "bddl.language_instruction", "task.language_without_perturbation"
-]
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-RelativePath = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$")]
-Positive = Annotated[int, Field(ge=1)]
-
-
-class CatalogError(Exception):
-    """A catalog lookup or consistency failure, with a message meant for people."""
-
-
-class UnknownSuiteError(CatalogError, KeyError):
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
-
-
-class TaskIndexError(CatalogError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-class InstructionMismatchError(CatalogError):
-    """The simulator's instruction differs from the one the catalog froze."""
-
-
-class FrozenModel(BaseModel):
-    """The base of the catalog's and the plans' models: frozen data, read exactly.
-
-    Unknown fields are refused and nothing is coerced (strict: a "3" is not a task
-    index), so a file that validates says what it means, to the letter.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class CatalogEntry(FrozenModel):
-    benchmark: BenchmarkName
-    suite: str
-    base_suite: str
-    task_index: Annotated[int, Field(ge=0)]
-    task_name: str
-    # What an actor is given. Standard suites use the benchmark's task language, as the
-    # field's evaluators do; PRO suites use their BDDL's language (`env.language_instruction`),
-    # because their `task.language` is the base task's text.
-    instruction: Annotated[str, Field(min_length=1)]
-    instruction_source: InstructionSource
-    task_language: str
-    bddl_language: str
-    bddl_path: RelativePath
-    bddl_sha256: Sha256
-    init_states_path: RelativePath
-    init_states_sha256: Sha256
-    n_init_states: Positive
-    state_dim: Positive
-    horizon: Positive
-    horizon_source: str
 
 
 class ReferenceHorizonRecord(FrozenModel):
@@ -100,7 +48,7 @@ class Family(FrozenModel):
     description: str
     suites: list[str]
     n_entries: Annotated[int, Field(ge=0)]
-    excluded: list[ExcludedSuite] = []
+    excluded: list[ExcludedSuite] = Field(default_factory=list)
 
 
 class Generator(FrozenModel):
@@ -158,12 +106,6 @@ class Catalog(FrozenModel):
                 f"{suite} has no task index {task_index}: valid indices are 0..{len(entries) - 1}"
             )
         return entries[task_index]
-
-
-@dataclass(frozen=True)
-class ReferenceHorizon:
-    controls: int
-    source: str
 
 
 def catalog_bytes() -> bytes:

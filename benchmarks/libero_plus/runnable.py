@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.packages.dirs import plus_package_root
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
 from mailroom.orchestrator.packages.errors import PackageError
 
 PLUS_BASES = ("libero_spatial", "libero_object", "libero_goal", "libero_10")
@@ -149,7 +149,7 @@ def missing_scene_files(base_suite: str, task_name: str) -> list[str]:
 
     Raises PlusPackageError when the package's code fails for another reason.
     """
-    from mailroom.orchestrator.packages.plus_import import import_env_wrapper
+    from mailroom.benchmarks.libero_plus.package_import import import_env_wrapper
 
     wrapper = import_env_wrapper()
     import liberoplus.liberoplus.envs.bddl_base_domain as domain

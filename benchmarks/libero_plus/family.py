@@ -6,8 +6,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from mailroom.benchmarks.libero.family import (
+    LIBERO_NAMES,
+    LIBERO_PACKAGES,
+    LiberoStates,
+    libero_private_names,
+    libero_reference_horizon,
+)
+from mailroom.benchmarks.libero_plus.catalog import (
+    PLUS_CATEGORIES,
+    PlusEntry,
+    load_plus_catalog,
+    plus_catalog_sha256,
+)
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogEntry, CatalogError, ReferenceHorizon
+from mailroom.orchestrator.catalog.entries import CatalogEntry, CatalogError, ReferenceHorizon
 from mailroom.orchestrator.catalog.plans import (
     CANONICAL_SEED,
     ONCE_NOTE,
@@ -18,20 +31,7 @@ from mailroom.orchestrator.catalog.plans import (
     refuse_options,
     unique_ids,
 )
-from mailroom.orchestrator.catalog.plus_frozen import (
-    PLUS_CATEGORIES,
-    PlusEntry,
-    load_plus_catalog,
-    plus_catalog_sha256,
-)
 from mailroom.orchestrator.families.base import KeepsNothing, Packages, PlanOption, PrivateNames
-from mailroom.orchestrator.families.libero import (
-    LIBERO_NAMES,
-    LIBERO_PACKAGES,
-    LiberoStates,
-    libero_private_names,
-    libero_reference_horizon,
-)
 from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIdentity
 from rich.console import Console
 
@@ -119,7 +119,7 @@ PLUS_PACKAGES = Packages(
 
 def open_plus_simulator(*, control_cap: int, proprio: bool) -> Simulator:
     """The LIBERO adapter resolving LIBERO-Plus tasks, imported only in a worker."""
-    from mailroom.orchestrator.sim.plus import open_plus
+    from mailroom.benchmarks.libero_plus.scene import open_plus
 
     return open_plus(control_cap=control_cap, proprio=proprio)
 
@@ -128,7 +128,6 @@ class PlusFamily(LiberoStates, KeepsNothing):
     name = "libero_plus"
     title = "LIBERO-Plus"
     adapter = "libero"
-    legacy_plan_schema: str | None = "mailroom.plan/v2"
     public_names = LIBERO_NAMES
     plan_options = (PlanOption("category", "the perturbation category", tuple(PLUS_CATEGORIES)),)
     packages = PLUS_PACKAGES
@@ -186,7 +185,7 @@ class PlusFamily(LiberoStates, KeepsNothing):
         as_json: bool,
         only_this_family: bool,
     ) -> None:
-        from mailroom.orchestrator.families.plus_view import show_plus_catalog
+        from mailroom.benchmarks.libero_plus.catalog_view import show_plus_catalog
 
         show_plus_catalog(console, write_json, suite, options.get("category"), as_json)
 
@@ -194,7 +193,7 @@ class PlusFamily(LiberoStates, KeepsNothing):
         return open_plus_simulator
 
     def resolve_task(self, suite: str, task_index: int, task_order_index: int) -> TaskIdentity:
-        from mailroom.orchestrator.sim.plus import resolve_plus_task
+        from mailroom.benchmarks.libero_plus.scene import resolve_plus_task
 
         return resolve_plus_task(suite, task_index, task_order_index)
 

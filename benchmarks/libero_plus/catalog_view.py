@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mailroom.orchestrator.catalog.plus_frozen import (
+from mailroom.benchmarks.libero_plus.catalog import (
     PLUS_CATEGORIES,
     load_plus_catalog,
     plus_catalog_sha256,

@@ -21,17 +21,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from mailroom.orchestrator.catalog.frozen import CatalogError, check_env_instruction
-from mailroom.orchestrator.catalog.plus_frozen import load_plus_catalog
-from mailroom.orchestrator.packages.dirs import plus_package_root
-from mailroom.orchestrator.packages.plus_import import import_env_wrapper
-from mailroom.orchestrator.packages.plus_states import load_pruned_init
-from mailroom.orchestrator.sim.base import Image, Perturbation, TaskIdentity
-from mailroom.orchestrator.sim.identity import checked_identity
-from mailroom.orchestrator.sim.plus_noise import apply_noise
+from mailroom.benchmarks.libero.catalog import check_env_instruction
+from mailroom.benchmarks.libero.identity import checked_identity
+from mailroom.benchmarks.libero_plus.catalog import load_plus_catalog
+from mailroom.benchmarks.libero_plus.init_states import load_pruned_init
+from mailroom.benchmarks.libero_plus.noise import apply_noise
+from mailroom.benchmarks.libero_plus.package_dir import plus_package_root
+from mailroom.benchmarks.libero_plus.package_import import import_env_wrapper
+from mailroom.benchmarks.libero_plus.perturbation import Perturbation
+from mailroom.orchestrator.catalog.entries import CatalogError
+from mailroom.orchestrator.sim.base import Image, TaskIdentity
 
 if TYPE_CHECKING:
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
+    from mailroom.benchmarks.libero.adapter import LiberoAdapter
 
 
 def resolve_plus_task(suite: str, task_index: int, task_order_index: int = 0) -> TaskIdentity:
@@ -55,19 +57,20 @@ def resolve_plus_task(suite: str, task_index: int, task_order_index: int = 0) ->
 def build_plus_env(identity: TaskIdentity, *, image_size: int, horizon: int) -> Any:
     """The package's own env for the task, with its built-in noise turned off (the
     adapter applies it per delivered image) and its instruction checked."""
-    assert identity.perturbation is not None
+    perturbation = identity.perturbation
+    assert isinstance(perturbation, Perturbation)
     wrapper = import_env_wrapper()
     env = wrapper.OffScreenRenderEnv(
-        bddl_file_name=str(identity.perturbation.env_bddl_path),
+        bddl_file_name=str(perturbation.env_bddl_path),
         camera_heights=image_size,
         camera_widths=image_size,
         horizon=horizon,
     )
-    if int(env.noise) != identity.perturbation.noise:
+    if int(env.noise) != perturbation.noise:
         env.close()
         raise CatalogError(
             f"{identity.task_name}: the package reads noise level {env.noise}, "
-            f"the catalog {identity.perturbation.noise}"
+            f"the catalog {perturbation.noise}"
         )
     env.noise = 0
     entry = load_plus_catalog().entry(identity.suite, identity.task_index)
@@ -115,6 +118,6 @@ def noised_agentview(
 def open_plus(*, control_cap: int, proprio: bool) -> LiberoAdapter:
     """The `SimulatorFactory` of a LIBERO-Plus worker: the LIBERO adapter resolving
     LIBERO-Plus tasks."""
-    from mailroom.orchestrator.sim.libero import LiberoAdapter
+    from mailroom.benchmarks.libero.adapter import LiberoAdapter
 
     return LiberoAdapter(control_cap=control_cap, proprio=proprio, resolve=resolve_plus_task)

@@ -1,0 +1,2 @@
+"""LIBERO-Para: paraphrased LIBERO-Goal instructions from a local copy the user declares,
+run as their Goal task's scene by the LIBERO adapter."""
