@@ -28,11 +28,13 @@ def test_a_current_schema_is_generated_from_its_model(kind: str) -> None:
     )
 
 
-def test_every_record_history_ends_at_a_generated_schema() -> None:
-    assert sorted(h.current for h in HISTORIES) == sorted(CURRENT)
+def test_every_record_history_ends_at_a_generated_schema_or_says_it_does_not() -> None:
+    assert sorted(h.current for h in HISTORIES if h.generated) == sorted(CURRENT)
+    # A plan's current schema is hand-written and frozen (`upgrade.PLAN_HISTORY`).
+    assert [h.current for h in HISTORIES if not h.generated] == ["mailroom.plan/v3"]
     for history in HISTORIES:
-        older = history.versions[:-1]
-        assert all(schema_file_name(v) in schema_files() for v in older), history.kind
+        frozen = history.versions if not history.generated else history.versions[:-1]
+        assert all(schema_file_name(v) in schema_files() for v in frozen), history.kind
 
 
 def test_the_generator_writes_what_the_test_compares(tmp_path: Path) -> None:

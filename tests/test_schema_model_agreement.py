@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from document_mutations import DELETE, Doc, mutated, set_at
+from document_mutations import DELETE, Doc, all_of, mutated, set_at
 from mailroom.mailbox.messages import Closed, Observation, Response, from_json
 from mailroom.mailbox.parser import decode_document
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.audit.verdict import AuditVerdict
+from mailroom.orchestrator.records.audit_verdict import AUDIT_SCHEMA, AuditVerdict
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
 from pydantic import BaseModel, ValidationError
 from test_mailbox_cases import CASES, DROP, REQUEST_ID, VECTOR, response, stop
@@ -257,7 +257,7 @@ INFORMATION: Doc = {
 }
 UNVERIFIABLE: Doc = {"attempt_id": "a-1", "reason": "endpoint directory /tmp/x is gone"}
 AUDIT: Doc = {
-    "schema": "mailroom.audit/v2",
+    "schema": AUDIT_SCHEMA,
     "run_id": "run-20261202T101010Z-abcd",
     "audited_at": "2026-12-02T18:00:00.000Z",
     "attempts_scanned": 2,
@@ -279,6 +279,13 @@ def _clean_without_anything(doc: Doc) -> None:
     doc["information"] = []
 
 
+def _not_recorded(doc: Doc) -> None:
+    """As a verdict upgraded from v1 holds it: no information, no leak's source."""
+    doc["information"] = None
+    for leak in doc["leaks"]:
+        leak["source"] = None
+
+
 AUDIT_VALID = [
     ("base", AUDIT),
     *mutated(
@@ -297,6 +304,12 @@ AUDIT_VALID = [
             ),
             "endpoint_path": set_at("leaks.0", {**LEAK, "where": "endpoint", "source": "handed"}),
             "no_files": set_at("files_scanned", 0),
+            "not_recorded": _not_recorded,
+            # Before v2, what an actor wrote itself was judged like what it was handed.
+            "not_recorded_date_leak": all_of(
+                _not_recorded, set_at("leaks.0.identifier_kind", "date")
+            ),
+            "not_recorded_clean": all_of(_clean, set_at("information", None)),
         },
     ),
 ]
@@ -309,13 +322,12 @@ AUDIT_INVALID = mutated(
         "actor_written_date_leak": set_at("leaks.0.identifier_kind", "date"),
         "actor_written_benchmark_leak": set_at("leaks.0.identifier_kind", "benchmark"),
         "leak_without_source": set_at("leaks.0.source", DELETE),
-        "leak_source_null": set_at("leaks.0.source", None),
         "leak_source_other": set_at("leaks.0.source", "evaluator"),
         "leak_kind_other": set_at("leaks.0.identifier_kind", "weather"),
         "information_handed": set_at("information.0.source", "handed"),
         "information_without_source": set_at("information.0.source", DELETE),
         "information_of_a_suite": set_at("information.0.kind", "suite"),
-        "information_null": set_at("information", None),
+        "not_recorded_source_missing": all_of(_not_recorded, set_at("leaks.0.source", DELETE)),
         "information_kind_as_identifier_kind": lambda d: d["information"][0].update(
             identifier_kind=d["information"][0].pop("kind")
         ),
@@ -328,7 +340,8 @@ AUDIT_INVALID = mutated(
             unverifiable=[{**UNVERIFIABLE, "reason": ""}]
         ),
         "as_v1": set_at("schema", "mailroom.audit/v1"),
-        "as_v3": set_at("schema", "mailroom.audit/v3"),
+        "as_v2": set_at("schema", "mailroom.audit/v2"),
+        "as_v4": set_at("schema", "mailroom.audit/v4"),
         "audited_at_not_a_date_time": set_at("audited_at", "yesterday"),
         "negative_files": set_at("files_scanned", -1),
         "float_attempts": set_at("attempts_scanned", 2.0),
@@ -338,48 +351,12 @@ AUDIT_INVALID = mutated(
 )
 
 
-def _audit_v1(doc: Doc) -> None:
-    doc["schema"] = "mailroom.audit/v1"
-    del doc["information"]
-    for leak in doc["leaks"]:
-        del leak["source"]
-
-
-# Verdicts of audits before v2 (no information, a leak without its source): still read.
-AUDIT_V1 = mutated(AUDIT, {"v1": _audit_v1})[0][1]
-AUDIT_V1_VALID = [
-    ("base", AUDIT_V1),
-    *mutated(
-        AUDIT_V1,
-        {
-            "clean": _clean,
-            "unverifiable_only": lambda d: d.update(leaks=[], unverifiable=[UNVERIFIABLE]),
-            # Before v2, what an actor wrote itself was judged like what it was handed.
-            "actor_written_date": set_at("leaks.0.identifier_kind", "date"),
-        },
-    ),
-]
-AUDIT_V1_INVALID = mutated(
-    AUDIT_V1,
-    {
-        "with_information": set_at("information", []),
-        "with_information_null": set_at("information", None),
-        "leak_with_source": set_at("leaks.0.source", "actor_written"),
-        "leak_with_source_null": set_at("leaks.0.source", None),
-        "as_v2": set_at("schema", "mailroom.audit/v2"),
-        "clean_with_leaks": set_at("clean", True),
-        "audited_at_not_a_date_time": set_at("audited_at", "yesterday"),
-        "missing_leaks": set_at("leaks", DELETE),
-    },
-)
-
 KINDS: dict[str, tuple[str, type[BaseModel]]] = {
     "observation": ("mailroom.observation/v1", Observation),
     "response": ("mailroom.response/v1", Response),
     "closed": ("mailroom.closed/v1", Closed),
     "diagnostics": ("mailroom.diagnostics/v1", AttemptDiagnostics),
-    "audit": ("mailroom.audit/v2", AuditVerdict),
-    "audit_v1": ("mailroom.audit/v1", AuditVerdict),
+    "audit": (AUDIT_SCHEMA, AuditVerdict),
 }
 EXAMPLES: list[tuple[str, str, object, bool]] = [
     (kind, name, doc, ok)
@@ -389,7 +366,6 @@ EXAMPLES: list[tuple[str, str, object, bool]] = [
         ("closed", CLOSED_VALID, CLOSED_INVALID),
         ("diagnostics", DIAGNOSTICS_VALID, DIAGNOSTICS_INVALID),
         ("audit", AUDIT_VALID, AUDIT_INVALID),
-        ("audit_v1", AUDIT_V1_VALID, AUDIT_V1_INVALID),
     )
     for examples, ok in ((valid, True), (invalid, False))
     for name, doc in examples

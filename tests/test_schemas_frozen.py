@@ -28,6 +28,7 @@ SCHEMAS = REPO / "schemas"
 FROZEN = {
     "mailroom.audit.v1.json": ("fe7e119ead05176ecf4894ad41a72ce597811ff6dc6b03e87032d17463ac8bd7"),
     "mailroom.audit.v2.json": ("069c01e09731a11a3e50f86d2fe720ed88d418762194e04fbaafda8afe19b6d8"),
+    "mailroom.audit.v3.json": ("5e3b2ed794c84374cebd5f0008eb1e428219bb5a04a9a7dbc03b1cac6e8e91a6"),
     "mailroom.closed.v1.json": ("198ddf64e8f35408c0d15dae11aa5fc0c354414dd58bba270f72404278737073"),
     "mailroom.diagnostics.v1.json": (
         "8d12b8c381eebbfc6924148b49c03803d0280789db4ca5c4c194978d36659130"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mailroom.mailbox.held_directories import SUBDIRS
 from mailroom.orchestrator.audit.findings import AttemptScan
-from mailroom.orchestrator.audit.patterns import Source
+from mailroom.orchestrator.records.audit_verdict import Source
 
 CHUNK_BYTES = 1 << 20
 CHUNK_OVERLAP = 4096  # longer than any identifier with its context

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mailroom.orchestrator.audit.patterns import (
+from mailroom.orchestrator.audit.patterns import Identifiers, information_kind
+from mailroom.orchestrator.records.audit_verdict import (
+    MAX_WHERE,
     IdentifierKind,
-    Identifiers,
+    Information,
     InformationKind,
+    Leak,
     Source,
-    information_kind,
+    Unverifiable,
 )
-from mailroom.orchestrator.audit.verdict import MAX_WHERE, Information, Leak, Unverifiable
 
 
 @dataclass

@@ -27,35 +27,22 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Literal, get_args
+from typing import get_args
 
 from mailroom.orchestrator.actors.profiles import INSTRUCTION_FILES, actor_instructions_template
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.families.base import UnknownBenchmarkError
 from mailroom.orchestrator.families.registry import families, family_of_suite, public_names
+from mailroom.orchestrator.records.audit_verdict import (
+    MAX_EXCERPT,
+    UNTOLD,
+    IdentifierKind,
+    InformationKind,
+    Source,
+)
 from mailroom.timestamps import utc_timestamp
 
-IdentifierKind = Literal[
-    "run_id",
-    "run_directory",
-    "case_id",
-    "benchmark",
-    "suite",
-    "task_name",
-    "bddl_file",
-    "seed",
-    "init_state_index",
-    "private_key",
-    "date",
-]
-# Where a text an actor could read comes from: the evaluator, or the actor itself.
-Source = Literal["handed", "actor_written"]
-# What an actor can know untold, so may write itself: a date, and the benchmark's name.
-InformationKind = Literal["benchmark", "date"]
-_UNTOLD: dict[IdentifierKind, InformationKind] = {"benchmark": "benchmark", "date": "date"}
-KNOWABLE_UNTOLD: frozenset[IdentifierKind] = frozenset(_UNTOLD)
-MAX_EXCERPT = 200
 # Seeds this long are searched as whole numbers anywhere; shorter ones only next to "seed".
 WHOLE_NUMBER_SEED_DIGITS = 5
 MIN_NAME_LENGTH = 3
@@ -271,7 +258,7 @@ class Identifiers:
 def information_kind(kind: IdentifierKind, source: Source) -> InformationKind | None:
     """The kind of information a find is (reported, never failing), or None for a leak:
     only what an actor wrote itself and could know untold is information."""
-    return _UNTOLD.get(kind) if source == "actor_written" else None
+    return UNTOLD.get(kind) if source == "actor_written" else None
 
 
 def build_identifiers(

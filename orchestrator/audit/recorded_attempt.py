@@ -19,7 +19,7 @@ from typing import Any
 
 from mailroom.orchestrator.actors.process import scrubbed_environment
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.frozen import CatalogError
+from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.families.registry import catalog_entry
 from mailroom.orchestrator.gateway.ledger import REQUEST_EVENT as PROVIDER_REQUEST_EVENT
 from mailroom.orchestrator.records.event_log import read_log

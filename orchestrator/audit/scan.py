@@ -8,9 +8,9 @@ under `inbox/` and `scratch/`, and anything else under the endpoint that is not 
 audited and the run's verdict made. What counts as private, how it is found in a text
 and how a find is judged by where it comes from is `patterns.py`; what is read of an
 attempt's records is `recorded_attempt.py`, the walk of its endpoint `endpoint_walk.py`,
-each find kept by `findings.py`; the verdict (`mailroom.audit/v2`: every find says where
-it came from; a date or the benchmark's name an actor wrote itself is information, never
-a leak), its record in the run and a v1 verdict of an earlier audit are `verdict.py`.
+each find kept by `findings.py`; the verdict (every find says where it came from; a
+date or the benchmark's name an actor wrote itself is information, never a leak) is
+`records/audit_verdict.py`, its record in the run and its reading back `verdict.py`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,7 @@ from mailroom.orchestrator.audit.recorded_attempt import (
     provider_web_searches,
     read_json,
 )
-from mailroom.orchestrator.audit.verdict import (
-    AUDIT_SCHEMA,
-    AuditError,
-    AuditVerdict,
-    record_verdict,
-)
+from mailroom.orchestrator.audit.verdict import AuditError, AuditVerdict, record_verdict
 from mailroom.orchestrator.catalog.plans import PlanError
 from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
@@ -124,7 +119,6 @@ def scan_run(run_dir: Path) -> AuditVerdict:
     leaks = sorted(findings.leaks.values(), key=lambda x: (x.attempt_id, x.where))
     information = sorted(findings.information.values(), key=lambda x: (x.attempt_id, x.where))
     return AuditVerdict(
-        schema_=AUDIT_SCHEMA,
         run_id=run_id,
         audited_at=utc_timestamp(),
         attempts_scanned=len(attempts),

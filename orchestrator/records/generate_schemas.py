@@ -15,6 +15,7 @@ from typing import Any
 
 from mailroom.checkout import CHECKOUT
 from mailroom.mailbox.schemas import schema_file_name
+from mailroom.orchestrator.records.audit_verdict import AUDIT_SCHEMA, AuditVerdict
 from mailroom.orchestrator.records.manifest import MANIFEST_SCHEMA, RunManifest
 from mailroom.orchestrator.records.result import RESULT_SCHEMA, EpisodeResult
 from pydantic import BaseModel
@@ -24,10 +25,12 @@ from pydantic_core import core_schema
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_ID = "https://mailroom.invalid/schemas/{kind}"
 SCHEMAS_FOLDER = CHECKOUT / "schemas"
-# The current version of each private record, and its model.
+# The current version of each private record, and its model (a plan's current schema is
+# hand-written and frozen: `upgrade.PLAN_HISTORY`).
 CURRENT: dict[str, type[BaseModel]] = {
     RESULT_SCHEMA: EpisodeResult,
     MANIFEST_SCHEMA: RunManifest,
+    AUDIT_SCHEMA: AuditVerdict,
 }
 
 
@@ -59,7 +62,16 @@ def record_schema(kind: str) -> dict[str, Any]:
     generated = model.model_json_schema(by_alias=True, schema_generator=_RecordSchema)
     generated["properties"]["schema"] = {"const": kind}
     head = {"$schema": DRAFT, "$id": SCHEMA_ID.format(kind=kind), "title": kind}
-    order = ("description", "type", "properties", "required", "additionalProperties")
+    order = (
+        "description",
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "if",
+        "then",
+        "else",
+    )
     ordered = {key: generated.pop(key) for key in order if key in generated}
     return {**head, **ordered, **generated}
 

@@ -5,9 +5,14 @@ version, the only one written, and a history of earlier ones. A document of an e
 version is first checked against its own frozen schema (`schemas/`, never edited), then
 upgraded one version at a time: each step fills what its version added with what the
 field meant before it, never an invented value (null where it was not recorded). A
-current document is checked against its generated schema. Either way the model of the
-current version has the last word. Anything refused is a `RecordRefusedError` naming
-the version and the problem; the document itself is never changed.
+current document is checked against its generated schema (a plan's is hand-written:
+`PLAN_HISTORY`). Either way the model of the current version has the last word.
+Anything refused is a `RecordRefusedError` naming the version and the problem; the
+document itself is never changed.
+
+Results, manifests and verdicts are read here (`upgrade_result`, `upgrade_manifest`,
+`upgrade_verdict`); a plan, whose model sits above this room and whose hash is checked
+on the document as written, by `families/plans.py` through `upgraded_document`.
 
 CHANGELOG.md tells the same history for people.
 """
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.records.audit_verdict import AuditVerdict
 from mailroom.orchestrator.records.manifest import INSTRUCTIONS_BEFORE_VERSIONS, RunManifest
 from mailroom.orchestrator.records.result import (
     UNMETERED_BEFORE_GATEWAY,
@@ -54,6 +60,8 @@ class History:
     kind: str
     versions: tuple[str, ...]
     steps: tuple[Step, ...]
+    # False: the current version's schema is a hand-written, frozen file, not its model's.
+    generated: bool = True
 
     def __post_init__(self) -> None:
         if len(self.steps) != len(self.versions) - 1:
@@ -208,4 +216,55 @@ def upgrade_manifest(document: object) -> RunManifest:
     return upgraded_model(MANIFEST_HISTORY, RunManifest, document)
 
 
-HISTORIES: Sequence[History] = (RESULT_HISTORY, MANIFEST_HISTORY)
+# --- plans ---------------------------------------------------------------------------
+
+
+def _plan_relabelled(document: Document) -> None:
+    """A plan's members never changed: a version only changed which benchmarks a plan
+    may name (v2: LIBERO-Plus and LIBERO-Para, each with a catalog of its own, apart from
+    v1's LIBERO and LIBERO-PRO; v3: any registered family). Only its `schema` moves on:
+    `plan_sha256` stays the hash of the document as written, which its loader checks."""
+
+
+PLAN_HISTORY = History(
+    kind="plan",
+    versions=versions("mailroom.plan", 3),
+    steps=(
+        _plan_relabelled,  # v2
+        _plan_relabelled,  # v3
+    ),
+    # v3 predates generated schemas: one generated from `Plan` would not be the frozen
+    # file (its descriptions, the canonical_protocol rule), so v3 stays as written.
+    generated=False,
+)
+
+
+# --- audit verdicts ----------------------------------------------------------------
+
+
+def _audit_sources(document: Document) -> None:
+    """v2 judges each find by where its text came from: every leak says its `source`, and
+    what an actor wrote itself that it could know untold (a date, the benchmark's name)
+    is `information`, never a leak. A v1 audit judged everything as if it was handed:
+    its leaks' sources were not recorded (null), and it told no information apart (null:
+    such a find is among its leaks)."""
+    document["leaks"] = [{**leak, "source": None} for leak in document["leaks"]]
+    document["information"] = None
+
+
+AUDIT_HISTORY = History(
+    kind="audit verdict",
+    versions=versions("mailroom.audit", 3),
+    steps=(
+        _audit_sources,  # v2
+        _same_shape,  # v3: generated schema; what v1 did not record may be null
+    ),
+)
+
+
+def upgrade_verdict(document: object) -> AuditVerdict:
+    """An audit verdict of any version as the current `AuditVerdict`."""
+    return upgraded_model(AUDIT_HISTORY, AuditVerdict, document)
+
+
+HISTORIES: Sequence[History] = (RESULT_HISTORY, MANIFEST_HISTORY, PLAN_HISTORY, AUDIT_HISTORY)
