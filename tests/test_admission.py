@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 import pytest
-from mailroom.orchestrator.campaign.admission import (
+from mailroom.orchestrator.campaign.capacity.memory import (
     FIRST_SIMULATOR_MB,
     FURTHER_SIMULATOR_MB,
     Admission,
@@ -16,7 +16,7 @@ from mailroom.orchestrator.campaign.admission import (
     capacity,
     machine_memory,
 )
-from mailroom.orchestrator.cli.launch import parse_memory_size
+from mailroom.orchestrator.cli.launch_options import parse_memory_size
 
 GIB = 1024.0
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_plan, launch_command
-from mailroom.orchestrator.campaign import kernel_capacity as kc
-from mailroom.orchestrator.campaign.kernel_capacity import Launch, check, refusal
-from mailroom.orchestrator.campaign.kernel_limits import KernelLimits, raise_open_files
+from mailroom.orchestrator.campaign.capacity import kernel as kc
+from mailroom.orchestrator.campaign.capacity.kernel import Launch, check, refusal
+from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits, raise_open_files
 
 ROOMY = KernelLimits(
     open_files=1024,
@@ -117,7 +117,7 @@ def test_pids_threads_and_user_processes_are_each_a_limit() -> None:
 
 def test_a_worker_raises_its_soft_descriptor_limit_to_the_hard_one() -> None:
     script = (
-        "import resource; from mailroom.orchestrator.campaign.kernel_limits import "
+        "import resource; from mailroom.orchestrator.campaign.capacity.kernel_limits import "
         "raise_open_files as r; o = r(); print(o.soft_before, o.soft, o.hard, "
         "resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
     )

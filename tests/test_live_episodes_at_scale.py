@@ -1,5 +1,5 @@
 """300 live episodes in one real worker: nothing runs out, and each costs what
-`campaign/kernel_capacity.py` says.
+`campaign/capacity/kernel.py` says.
 
 One worker (the campaign's own `run_work`, a spawned process) with 300 slots, the
 simulator-free fake simulator (a cheap one per episode: this test is about what an
@@ -32,15 +32,15 @@ from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.lifetime import INIT_NAME
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.campaign import kernel_capacity as kc
-from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, WorkOutcome, run_work
-from mailroom.orchestrator.campaign.kernel_limits import (
+from mailroom.orchestrator.campaign.capacity import kernel as kc
+from mailroom.orchestrator.campaign.capacity.kernel_limits import (
     KernelLimits,
     descendants,
     holdings,
     machine_tasks,
     namespaces,
 )
+from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, WorkOutcome, run_work
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.fake import FakeSimulator

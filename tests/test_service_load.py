@@ -1,10 +1,10 @@
-"""Admission by CPU (`campaign/service_load.py`): the arithmetic, on a clock of its own."""
+"""Admission by CPU (`campaign/capacity/service_load.py`): the arithmetic, on a clock of its own."""
 
 from __future__ import annotations
 
 import pytest
 from mailroom.measures import percentile
-from mailroom.orchestrator.campaign.service_load import (
+from mailroom.orchestrator.campaign.capacity.service_load import (
     MAX_BUSY_SHARE,
     MIN_WAITS,
     WINDOW_S,

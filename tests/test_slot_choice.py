@@ -13,19 +13,30 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_plan, launch_command
-from mailroom.orchestrator.campaign.admission import (
-    FIRST_SIMULATOR_MB,
-    FURTHER_SIMULATOR_MB,
-    MachineMemory,
-    MemoryPolicy,
+from mailroom.orchestrator.campaign.capacity.decide import (
+    CapacityRequest,
+    KernelLimitsRefusal,
+    PlacementRefusal,
+    decide_capacity,
 )
-from mailroom.orchestrator.campaign.kernel_capacity import (
+from mailroom.orchestrator.campaign.capacity.kernel import (
     WORKER_BASE_FDS,
     Launch,
     kernel_slots_that_fit,
     refusal,
 )
-from mailroom.orchestrator.campaign.slot_choice import PARKED_SLOTS_CEILING, choose_slots
+from mailroom.orchestrator.campaign.capacity.memory import (
+    FIRST_SIMULATOR_MB,
+    FURTHER_SIMULATOR_MB,
+    MachineMemory,
+    MemoryPolicy,
+)
+from mailroom.orchestrator.campaign.capacity.placement import (
+    NodeCapacity,
+    widest_slots,
+    worker_memory_mb,
+)
+from mailroom.orchestrator.campaign.capacity.slots import PARKED_SLOTS_CEILING, choose_slots
 from test_kernel_capacity import ROOMY
 
 BIG = MachineMemory(total_mb=24_000.0, available_mb=22_000.0)
@@ -138,12 +149,6 @@ def test_a_slots_value_that_is_neither_a_count_nor_auto_is_a_usage_error(
 
 def test_auto_on_ray_is_the_most_slots_the_nodes_still_place() -> None:
     """Each node places workers by its `mailroom_slot` resources and its memory."""
-    from mailroom.orchestrator.cluster.executor import (
-        NodeCapacity,
-        widest_slots,
-        worker_memory_mb,
-    )
-
     two = [
         NodeCapacity("a", "10.0.0.1", 64.0, 16_000.0),
         NodeCapacity("b", "10.0.0.2", 8.0, 8_000.0),
@@ -163,3 +168,28 @@ def test_auto_on_ray_is_the_most_slots_the_nodes_still_place() -> None:
     # Three workers do not fit even at one slot each with 16 GB of Ray memory: 1, and
     # the launch's check says why.
     assert widest_slots([NodeCapacity("c", "10.0.0.3", 2.0, 16_000.0)], 3, "parked", 256) == 1
+
+
+def test_one_decision_on_this_machine_chooses_then_checks_against_the_same_limits() -> None:
+    tight = dataclasses.replace(ROOMY, open_files=200, open_files_hard=200)
+    auto = CapacityRequest(workers=1, slots="auto", holding="parked", cases=500)
+    decided = decide_capacity(auto, limits=tight, machine=BIG)
+    assert decided.slots == (200 - WORKER_BASE_FDS) // 14 and decided.nodes == ()
+    assert decided.choice is not None and "the kernel's limits" in decided.choice.reason
+    assert decided.estimate is not None and decided.memory_unknown is None
+    given = dataclasses.replace(auto, slots=decided.slots + 1)
+    with pytest.raises(KernelLimitsRefusal, match="use at most --slots 13 per worker"):
+        decide_capacity(given, limits=tight, machine=BIG)
+    named = decide_capacity(dataclasses.replace(auto, slots=4), limits=tight, machine=BIG)
+    assert named.slots == 4 and named.choice is None
+
+
+def test_one_decision_on_a_cluster_takes_its_nodes_and_never_reads_this_machine() -> None:
+    nodes = [NodeCapacity("a", "10.0.0.1", 64.0, 16_000.0)]
+    auto = CapacityRequest(workers=2, slots="auto", holding="parked", cases=500)
+    decided = decide_capacity(auto, nodes=nodes)
+    assert decided.slots == 32 and decided.nodes == tuple(nodes) and decided.choice is None
+    few = decide_capacity(dataclasses.replace(auto, cases=3), nodes=nodes)
+    assert few.slots == 3  # never past the plan's cases
+    with pytest.raises(PlacementRefusal, match=r"places 1 worker\(s\) of 64 slot\(s\), not 3"):
+        decide_capacity(dataclasses.replace(auto, workers=3, slots=64), nodes=nodes)

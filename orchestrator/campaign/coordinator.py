@@ -28,9 +28,9 @@ from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.lifetime import die_with_parent, hold_children_in_pid_namespace
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
-from mailroom.orchestrator.campaign.admission import Admission, MemoryPolicy
+from mailroom.orchestrator.campaign.capacity.kernel_limits import raise_open_files
+from mailroom.orchestrator.campaign.capacity.memory import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
-from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import KeptCatalog
@@ -173,7 +173,7 @@ def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: i
     held = hold_children_in_pid_namespace()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     report_q.put(("actor_lifetime", "", 0, held.mode, held.detail))
-    # Each live episode holds about a dozen descriptors (`kernel_capacity`): the soft
+    # Each live episode holds about a dozen descriptors (`capacity/kernel.py`): the soft
     # limit goes up to the hard one, and the worker says what it was.
     opened = raise_open_files()
     report_q.put(("open_files_raised", "", 0, opened.soft_before, opened.soft, opened.hard))

@@ -18,7 +18,7 @@ from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.profiles import declared_instructions
-from mailroom.orchestrator.campaign.admission import MemoryPolicy
+from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
     Executor,
     LaunchConfig,

@@ -37,8 +37,12 @@ from typing import Any
 
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.measures import peak_rss_mb, rss_mb
-from mailroom.orchestrator.campaign.admission import Admission, MemoryUnknownError, machine_memory
-from mailroom.orchestrator.campaign.service_load import ServiceLoad
+from mailroom.orchestrator.campaign.capacity.memory import (
+    Admission,
+    MemoryUnknownError,
+    machine_memory,
+)
+from mailroom.orchestrator.campaign.capacity.service_load import ServiceLoad
 from mailroom.orchestrator.episode.blinded import blinded_episode
 from mailroom.orchestrator.episode.evidence import EventMirror
 from mailroom.orchestrator.episode.runner import Awaiting, Ending, EpisodeSteps

@@ -129,12 +129,9 @@ def demo(
     from mailroom.orchestrator.actors.confinement import ConfinementError, resolve_confinement
     from mailroom.orchestrator.catalog.cases import DEMO_CASE
     from mailroom.orchestrator.catalog.plans import render_plan
-    from mailroom.orchestrator.cli.launch import (
-        execute_launch,
-        load_profile_option,
-        own_mailbox_root,
-        profile_actor_command,
-    )
+    from mailroom.orchestrator.cli.launch_preflight import LaunchInputs, own_mailbox_root
+    from mailroom.orchestrator.cli.launch_profile import load_profile_option, profile_actor_command
+    from mailroom.orchestrator.cli.launch_run import execute_launch
     from mailroom.orchestrator.episode.settings import RunSettings
     from mailroom.orchestrator.families.plans import build_plan
     from mailroom.orchestrator.records.confinement import ConfinementMode
@@ -178,8 +175,8 @@ def demo(
         return EXIT_EPISODE_ERROR if result.outcome == "error" else EXIT_OK
 
     with own_mailbox_root(mailbox_root) as root:
-        execute_launch(
-            run_dir,
+        demo_launch = LaunchInputs(
+            run_dir=run_dir,
             plan_bytes=render_plan(plan),
             profile=loaded,
             settings=settings,
@@ -192,8 +189,8 @@ def demo(
             confinement=chosen,
             slots=1,
             holding="dedicated",
-            finish=show_the_result,
         )
+        execute_launch(demo_launch, finish=show_the_result)
 
 
 def _register() -> None:

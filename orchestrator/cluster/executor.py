@@ -2,10 +2,10 @@
 
 Each Ray actor is a `ClusterWorker` with its slots on one node, placed by the custom
 resource `mailroom_slot` (a worker of S slots takes S of its node's) and by the memory
-its live episodes are estimated to need. The driver hands out one task's group at a
-time to whichever worker asks, writes every attempt's mirrored event log and finished
-evidence into its own run directory (`evidence_transfer`), and keeps the books as the
-local executor does:
+its live episodes are estimated to need (`campaign/capacity/placement.py`). The driver
+hands out one task's group at a time to whichever worker asks, writes every attempt's
+mirrored event log and finished evidence into its own run directory
+(`evidence_transfer`), and keeps the books as the local executor does:
 
 - Ray never retries anything: actors have no restarts, tasks no retries. A lost worker
   (its process or node died) leaves each of its live attempts recorded `worker_lost`
@@ -28,11 +28,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mailroom.orchestrator.campaign.admission import (
-    FIRST_SIMULATOR_MB,
-    FURTHER_SIMULATOR_MB,
-    PARKED_EPISODE_MB,
+from mailroom.orchestrator.campaign.capacity.decide import (
+    CapacityDecision,
+    CapacityRequest,
+    PlacementRefusal,
+    decide_capacity,
 )
+from mailroom.orchestrator.campaign.capacity.placement import SLOT_RESOURCE as SLOT_RESOURCE
+from mailroom.orchestrator.campaign.capacity.placement import NodeCapacity, worker_memory_mb
 from mailroom.orchestrator.campaign.coordinator import (
     LaunchConfig,
     Listener,
@@ -53,9 +56,7 @@ from mailroom.orchestrator.cluster.messages import (
 from mailroom.orchestrator.cluster.worker import RayWorkerProcess, WorkerPlace
 from mailroom.orchestrator.records.layout import attempt_id_of
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.sim.parked import Holding
 
-SLOT_RESOURCE = "mailroom_slot"
 DRAIN_S = 0.5
 WAIT_S = 1.0
 # How long workers may take to be placed and start (Ray may have to start processes).
@@ -63,16 +64,6 @@ START_TIMEOUT_S = 300.0
 END_TIMEOUT_S = 90.0
 MAX_CONCURRENCY = 8
 CONNECT_TIMEOUT_S = 5.0
-
-
-def worker_memory_mb(slots: int, holding: Holding = "dedicated") -> float:
-    """The memory a worker of `slots` live episodes asks Ray for (admission's defaults):
-    a simulator each when dedicated; when parked, one task's two simulators and a small
-    share per episode (its actor and its parked state); the worker's own admission then
-    builds more only while its node's memory keeps the margin."""
-    if holding == "parked" and slots > 1:  # a worker of one slot keeps its simulator
-        return FIRST_SIMULATOR_MB + FURTHER_SIMULATOR_MB + slots * PARKED_EPISODE_MB
-    return FIRST_SIMULATOR_MB + (slots - 1) * FURTHER_SIMULATOR_MB
 
 
 def _ray() -> Any:
@@ -105,31 +96,6 @@ def _reachable(ray: Any, address: str) -> str:
             f"the Ray cluster's head at {resolved} does not answer: {exc}"
         ) from exc
     return resolved
-
-
-@dataclass(frozen=True)
-class NodeCapacity:
-    node_id: str
-    address: str
-    slots: float
-    memory_mb: float
-
-    def workers(self, slots: int, holding: Holding = "dedicated") -> int:
-        by_memory = int(self.memory_mb // worker_memory_mb(slots, holding))
-        return min(int(self.slots // slots), by_memory)
-
-
-def widest_slots(nodes: list[NodeCapacity], workers: int, holding: Holding, at_most: int) -> int:
-    """The most slots, up to `at_most`, with which `nodes` still place `workers` workers
-    (1 if none do: the launch's check then says why)."""
-    low, high = 1, max(1, at_most)
-    while low < high:  # a node places fewer workers the more slots each has
-        mid = (low + high + 1) // 2
-        if sum(n.workers(mid, holding) for n in nodes) >= workers:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 @dataclass(frozen=True)
@@ -168,26 +134,13 @@ class RayExecutor:
             )
         return out
 
-    def widest_slots(self, workers: int, holding: Holding, at_most: int) -> int:
-        """`--slots auto` on this cluster (see `widest_slots`)."""
-        return widest_slots(self.nodes(), workers, holding, at_most)
-
-    def check(self, workers: int, slots: int, holding: Holding = "dedicated") -> list[NodeCapacity]:
-        """Refuse, before anything is written, a launch the cluster cannot place."""
-        nodes = self.nodes()
-        fits = sum(n.workers(slots, holding) for n in nodes)
-        if fits < workers:
-            declared = ", ".join(
-                f"{n.address} {n.slots:g} slot(s) {n.memory_mb / 1024:.1f} GiB" for n in nodes
-            )
-            raise ClusterUnavailableError(
-                f"the cluster places {fits} worker(s) of {slots} slot(s), not {workers}: each "
-                f"needs {slots} {SLOT_RESOURCE} and "
-                f"{worker_memory_mb(slots, holding) / 1024:.1f} GiB "
-                f"of Ray memory on one node (nodes: {declared or 'none'}); start nodes with "
-                f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'"
-            )
-        return nodes
+    def decide_capacity(self, request: CapacityRequest) -> CapacityDecision:
+        """The launch's slots on this cluster (`auto`: the most its nodes place), refused
+        before anything is written if its nodes cannot place the workers."""
+        try:
+            return decide_capacity(request, nodes=self.nodes())
+        except PlacementRefusal as exc:
+            raise ClusterUnavailableError(str(exc)) from exc
 
     def run(
         self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener

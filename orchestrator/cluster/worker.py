@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mailroom.orchestrator.campaign.admission import Admission
+from mailroom.orchestrator.campaign.capacity.memory import Admission
 from mailroom.orchestrator.cluster.evidence_transfer import CHUNK_BYTES, attempt_chunks
 from mailroom.orchestrator.cluster.messages import (
     EventLines,
@@ -142,10 +142,10 @@ class ClusterWorker:
     def run(self) -> None:
         """Serve episodes until the driver offers None; the staging folder goes last."""
         from mailroom.orchestrator.actors.lifetime import hold_children_in_pid_namespace
-        from mailroom.orchestrator.campaign.kernel_limits import raise_open_files
+        from mailroom.orchestrator.campaign.capacity.kernel_limits import raise_open_files
         from mailroom.orchestrator.campaign.live_episodes import LiveEpisodes
 
-        raise_open_files()  # each live episode holds about a dozen (`kernel_capacity`)
+        raise_open_files()  # each live episode holds about a dozen (`capacity/kernel.py`)
         # The actors go into a pid namespace whose init exits with this process (not with
         # this thread, one of Ray's), so none outlives it (`actors/lifetime.py`).
         held = hold_children_in_pid_namespace(die_with_thread=False)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.campaign.admission import (
+from mailroom.orchestrator.campaign.capacity.memory import (
     FIRST_SIMULATOR_MB,
     FURTHER_SIMULATOR_MB,
     MemoryPolicy,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.measures import percentile
-from mailroom.orchestrator.campaign.admission import (
+from mailroom.orchestrator.campaign.capacity.memory import (
     FIRST_SIMULATOR_MB,
     MemoryPolicy,
     capacity,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mailroom.orchestrator.campaign.kernel_limits import KernelLimits
+from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits
 
 # Measured with /proc/<worker>/fd at 4, 10, 12, 40 and 300 live episodes (`--record
 # minimal`): its 4 held endpoint folders (root, outbox, inbox, scratch), the actor's
@@ -222,8 +222,3 @@ def kernel_slots_that_fit(launch: Launch, limits: KernelLimits) -> int | None:
     (None: no limit applies)."""
     fits = [d.slots_that_fit for d in check(launch, limits) if d.slots_that_fit is not None]
     return min(fits, default=None)
-
-
-def kernel_refusal(launch: Launch) -> str | None:
-    """`refusal` against this machine's limits as they are now."""
-    return refusal(launch, KernelLimits.read())

@@ -2,13 +2,13 @@
 
 The cap is not what decides how many episodes are live: within it a worker admits
 another live episode only while its serving thread keeps up (`service_load.py`) and
-memory allows (`admission.py`). The cap is chosen so that it never binds before those
+memory allows (`memory.py`). The cap is chosen so that it never binds before those
 do on a machine they were measured on, and never goes past what was verified:
 
 - parked (`--simulators parked`): the plan's cases, at most `PARKED_SLOTS_CEILING`
-  and at most what the kernel's limits hold for these workers (`kernel_capacity.py`);
+  and at most what the kernel's limits hold for these workers (`kernel.py`);
 - dedicated: a simulator per live episode, so what memory holds per worker, estimated
-  before the start as `mailroom launch` prints it (`admission.capacity`), at most the
+  before the start as `mailroom launch` prints it (`memory.capacity`), at most the
   kernel's limits.
 
 One case, or one live episode allowed, gives 1: a worker with one slot keeps its
@@ -20,14 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mailroom.orchestrator.campaign.admission import (
+from mailroom.orchestrator.campaign.capacity.memory import (
     MachineMemory,
     MemoryPolicy,
     MemoryUnknownError,
     capacity,
 )
-from mailroom.orchestrator.campaign.kernel_capacity import Launch, kernel_slots_that_fit
-from mailroom.orchestrator.campaign.kernel_limits import KernelLimits
 from mailroom.orchestrator.sim.parked import Holding
 
 # 300 live episodes were held by one worker in `tests/test_live_episodes_at_scale.py`
@@ -73,10 +71,3 @@ def choose_slots(
         bounds.append((max(1, kernel_fit), "the kernel's limits"))
     slots, why = min(bounds, key=lambda bound: bound[0])
     return SlotChoice(slots, f"--slots auto: {slots} per worker ({why})")
-
-
-def kernel_fit_for(workers: int, cases: int, *, record_full: bool, inotify: bool) -> int | None:
-    """Live episodes per worker that this machine's kernel limits hold, as they are now."""
-    return kernel_slots_that_fit(
-        Launch(workers, 1, cases, record_full, inotify), KernelLimits.read()
-    )
