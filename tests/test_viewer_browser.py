@@ -26,13 +26,15 @@ from typing import Any
 
 import pytest
 from conftest import REPO, cli_plan, copied_actor, launch_command, mailroom_exe
+from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
 from mailroom.orchestrator.episode.video import EpisodeVideo
-from mailroom.orchestrator.sim.base import CAMERAS
 from mailroom.orchestrator.sim.fake import synthetic_capture
-from mailroom.orchestrator.viewer.pages import ACCOUNT_LABEL
+from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
 from mailroom.orchestrator.viewer.site import build_site
 from test_viewer_trace import claude_episode, traced_run
 from test_viewer_usage import usage_site
+
+CAMERAS = LIBERO_OBSERVATION.cameras
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

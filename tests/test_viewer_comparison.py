@@ -34,7 +34,7 @@ from mailroom.orchestrator.results.proportions import wilson_interval
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.comparison_data import read_comparison, run_key
 from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
-from mailroom.orchestrator.viewer.pages import CSP
+from mailroom.orchestrator.viewer.markup import CSP
 from mailroom.orchestrator.viewer.readable import readable_duration_ms
 from mailroom.orchestrator.viewer.wilson_chart import ChartRow, wilson_chart
 from test_compare import _run as synthetic_run

@@ -7,6 +7,7 @@ import math
 import re
 
 import pytest
+from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
 from mailroom.orchestrator.viewer.chart import HEIGHT, LABEL_Y, LEGEND_Y, TOP, WIDTH, action_chart
 from mailroom.orchestrator.viewer.readable import (
     ABSENT,
@@ -17,8 +18,13 @@ from mailroom.orchestrator.viewer.readable import (
     readable_duration_s,
     readable_limit,
     readable_number,
+    readable_percent,
     readable_value,
 )
+from mailroom.orchestrator.viewer.run_shape import RunShape
+
+LIBERO_SHAPE = RunShape.of(LIBERO_ACTION, LIBERO_OBSERVATION.cameras)
+
 
 REPR = re.compile(r"\b(?:True|False|None)\b|[{}\[\]']|\.0\b|e[+-]\d")
 
@@ -117,6 +123,12 @@ def test_limits_and_confinement_in_words() -> None:
     assert readable_confinement(None, "fibre") == f"{ABSENT} (network fibre)"
 
 
+def test_rates_as_percentages_and_none_without_a_denominator() -> None:
+    assert readable_percent(0.125) == "12.5%"
+    assert readable_percent(1) == "100.0%"
+    assert readable_percent(None) == "n/a"
+
+
 def _texts(svg: str) -> list[tuple[float, float, str]]:
     """Each text's x, y and what it says."""
     return [
@@ -129,7 +141,7 @@ def _texts(svg: str) -> list[tuple[float, float, str]]:
 def test_the_charts_success_label_has_a_band_of_its_own(success: int) -> None:
     """The label sits above the plot, the legend below it: apart wherever the line is
     (the browser test measures the drawn boxes)."""
-    svg = action_chart([[0.0] * 7] * 10, success)
+    svg = action_chart([[0.0] * 7] * 10, success, LIBERO_SHAPE)
     label = [t for t in _texts(svg) if t[2].startswith("native success")]
     assert len(label) == 1 and label[0][1] == LABEL_Y < TOP
     assert all(y >= LEGEND_Y for _, y, said in _texts(svg) if said in ("dx", "gripper"))

@@ -14,7 +14,7 @@ from pathlib import Path
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
-from mailroom.orchestrator.viewer.pages import ATTEMPT_COLUMNS
+from mailroom.orchestrator.viewer.run_page import ATTEMPT_COLUMNS
 from mailroom.orchestrator.viewer.site import build_site
 from test_report_usage import HOSTILE_MODEL, answer, make_gateway_run, usage_run, write_metered
 

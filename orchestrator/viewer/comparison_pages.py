@@ -1,8 +1,9 @@
 """The comparison site's HTML: an index of several runs and a page per shared case.
 
-Built on the run site's page frame (`pages.page`: its content security policy, the site's
-own style and script) and its escaping (`pages.esc`): every value is escaped where it
-enters the markup, and an actor's text only ever appears as element text.
+Built on the run site's page frame (`markup.page`: its content security policy, the
+site's own style and script) and its escaping (`markup.esc`): every value is escaped where
+it enters the markup, and an actor's text only ever appears as element text
+(`untrusted_text.py`).
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from mailroom.orchestrator.viewer.comparison_data import (
     SharedCase,
     Spread,
 )
-from mailroom.orchestrator.viewer.pages import esc, page
+from mailroom.orchestrator.viewer.markup import esc, fact_rows, page
 from mailroom.orchestrator.viewer.readable import (
     ABSENT,
     readable_duration_ms,
     readable_duration_s,
+    readable_percent,
     readable_value,
 )
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline
+from mailroom.orchestrator.viewer.untrusted_text import untrusted_pre
 from mailroom.orchestrator.viewer.wilson_chart import ChartRow, wilson_chart
 
 # The most of one response a shared case's page shows (the attempt's own page has it all).
@@ -56,10 +59,6 @@ def attempt_href(key: str, attempt_id: str) -> str:
 
 def case_href(case_id: str) -> str:
     return f"cases/{case_id}/index.html"
-
-
-def percent(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.1%}"
 
 
 def interval_text(interval: Interval | None) -> str:
@@ -142,9 +141,9 @@ def _rate_row(run: ComparedRun, suite: str, tally: Tally, group: str | None = No
             _cell(esc(getattr(tally, name)), name)
             for name in ("selected", "completed", "success", "errored", "unattempted")
         ),
-        _cell(esc(percent(tally.success_rate_over_selected)), "rate_selected"),
+        _cell(esc(readable_percent(tally.success_rate_over_selected)), "rate_selected"),
         _cell(esc(interval_text(tally.success_rate_over_selected_interval)), "interval_selected"),
-        _cell(esc(percent(tally.success_rate_over_completed)), "rate_completed"),
+        _cell(esc(readable_percent(tally.success_rate_over_completed)), "rate_completed"),
         _cell(esc(interval_text(tally.success_rate_over_completed_interval)), "interval_completed"),
         _cell(esc(_spread(run.latency_ms.get(suite), "ms")), "latency"),
         _cell(esc(_spread(run.wall_time_s.get(suite), "s")), "wall_time"),
@@ -222,8 +221,8 @@ def _paired_row(name: str, tally: PairedTally) -> str:
     cells = [
         _cell(esc(name), "suite"),
         _cell(esc(tally.paired), "paired"),
-        _cell(esc(f"{percent(tally.a.rate)} ({interval_text(tally.a.interval)})"), "a"),
-        _cell(esc(f"{percent(tally.b.rate)} ({interval_text(tally.b.interval)})"), "b"),
+        _cell(esc(f"{readable_percent(tally.a.rate)} ({interval_text(tally.a.interval)})"), "a"),
+        _cell(esc(f"{readable_percent(tally.b.rate)} ({interval_text(tally.b.interval)})"), "b"),
         _cell(esc(tally.only_a_succeeded), "only_a"),
         _cell(esc(tally.only_b_succeeded), "only_b"),
         _cell(esc(f"{tally.p_value:.3g}"), "p_value"),
@@ -351,7 +350,7 @@ def _response(text: str) -> str:
         if len(text) > len(shown)
         else ""
     )
-    return f'<pre class="untrusted">{esc(shown)}</pre>{cut}'
+    return f"{untrusted_pre(shown)}{cut}"
 
 
 def _attempt_column(run: ComparedRun, case: SharedCase, timeline: AttemptTimeline | None) -> str:
@@ -372,7 +371,6 @@ def _attempt_column(run: ComparedRun, case: SharedCase, timeline: AttemptTimelin
             ("executed controls", str(result.counters.executed_controls)),
             ("wall time", readable_duration_s(result.wall_time_s)),
         ]
-    table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
     decisions = ""
     if timeline is not None:
         for decision in timeline.decisions:
@@ -390,7 +388,7 @@ def _attempt_column(run: ComparedRun, case: SharedCase, timeline: AttemptTimelin
         f'<div class="attempt-column" data-run="{esc(run.key)}">'
         f'<h2>{_run_link(run, root)}</h2><p><a class="attempt" href="{esc(href)}">'
         f"{esc(attempt.attempt_id)}</a> (its whole page)</p>"
-        f'<table class="identity">{table}</table>{decisions}</div>'
+        f'<table class="identity">{fact_rows(facts)}</table>{decisions}</div>'
     )
 
 

@@ -20,6 +20,7 @@ from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
 from mailroom.orchestrator.viewer.comparison_data import ComparisonData, read_comparison
 from mailroom.orchestrator.viewer.comparison_pages import case_page, index_page
+from mailroom.orchestrator.viewer.run_shape import run_shape
 from mailroom.orchestrator.viewer.site import build_site, write_if_changed
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
 
@@ -56,9 +57,11 @@ def _timelines(data: ComparisonData, case_ids: set[str]) -> dict[tuple[str, str]
         wanted = {
             run.attempts[case_id].attempt_id for case_id in case_ids if case_id in run.attempts
         }
-        for record in RunDirectory(run.run_dir).attempts():
+        directory = RunDirectory(run.run_dir)
+        shape = run_shape(directory, directory.read_manifest())
+        for record in directory.attempts():
             if record.attempt_id in wanted:
-                found[(run.key, record.case_id)] = read_timeline(record)
+                found[(run.key, record.case_id)] = read_timeline(record, shape)
     return found
 
 

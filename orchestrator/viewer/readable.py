@@ -72,6 +72,11 @@ def readable_value(value: object) -> str:
     return str(value)
 
 
+def readable_percent(rate: float | None) -> str:
+    """A rate as a percentage to one decimal ("12.5%"), "n/a" where it has no denominator."""
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
 def readable_duration_s(seconds: float | None) -> str:
     """A duration in seconds: "850 ms", "12.3 s", "2 min 58 s", "1 h 05 min"."""
     if seconds is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.viewer.pages import CSP
+from mailroom.orchestrator.viewer.markup import CSP
 
 REBUILD_S = 2.0
 HOST = "127.0.0.1"

@@ -28,7 +28,9 @@ from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_
 from mailroom.orchestrator.replay.diagnostics import read_diagnostics
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.assets import SCRIPT, STYLE
-from mailroom.orchestrator.viewer.pages import attempt_page, attempt_row, run_page
+from mailroom.orchestrator.viewer.attempt_page import attempt_page
+from mailroom.orchestrator.viewer.run_page import attempt_row, run_page
+from mailroom.orchestrator.viewer.run_shape import run_shape
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
 from mailroom.orchestrator.viewer.trace import declared_trace, read_trace, trace_parsers
 
@@ -99,6 +101,7 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     report = build_report(run_dir)
     superseded = set(report.superseded_attempts)
     manifest = run.read_manifest()
+    shape = run_shape(run, manifest)
     trace_format = declared_trace(manifest)
     unreadable = 0
     written = 0
@@ -107,7 +110,7 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     for record in records:
         folder = out / "attempts" / record.attempt_id
         make_private_dir(folder)
-        timeline = read_timeline(record)
+        timeline = read_timeline(record, shape)
         _copy_media(timeline, folder)
         running = live and timeline.result is None
         trace = None if trace_format is None else read_trace(record.directory, trace_format)

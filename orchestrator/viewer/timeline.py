@@ -18,7 +18,7 @@ from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult
-from mailroom.orchestrator.sim.base import CAMERAS
+from mailroom.orchestrator.viewer.run_shape import RunShape
 
 # The most of an actor's text (a response, its output) a page shows.
 MAX_SHOWN_BYTES = 256 * 1024
@@ -65,6 +65,7 @@ class Decision:
 class AttemptTimeline:
     attempt_id: str
     directory: Path
+    shape: RunShape
     result: EpisodeResult | CorruptResult | None
     decisions: list[Decision]
     actions: list[list[float]]  # every executed control's action, in order
@@ -141,8 +142,9 @@ def _feedback_codes(feedback: Any) -> list[str]:
     return [str(i.get("code")) for i in issues if isinstance(i, dict)]
 
 
-def read_timeline(record: AttemptRecord) -> AttemptTimeline:
-    """The attempt's timeline; its result is the one the run directory read already."""
+def read_timeline(record: AttemptRecord, shape: RunShape) -> AttemptTimeline:
+    """The attempt's timeline, its images and actions as its run's `shape` says; its
+    result is the one the run directory read already."""
     directory = record.directory
     paths = AttemptPaths(directory)
     problems: list[str] = []
@@ -163,7 +165,7 @@ def read_timeline(record: AttemptRecord) -> AttemptTimeline:
                 shown.image_sha256 = {str(k): str(v) for k, v in hashes.items()}
             shown.feedback_shown = event.get("feedback")
             shown.counters_shown = _observation_counters(paths.observation(sequence))
-            for camera in CAMERAS:
+            for camera in shape.cameras:
                 image = paths.observation_image(sequence, camera)
                 if image.is_file():
                     shown.images[camera] = paths.relative(image)
@@ -202,7 +204,7 @@ def read_timeline(record: AttemptRecord) -> AttemptTimeline:
         actions = [a for d in decisions for a in d.executed_prefix]
     videos = {
         camera: paths.relative(paths.video(camera))
-        for camera in CAMERAS
+        for camera in shape.cameras
         if paths.video(camera).is_file()
     }
     outputs = {
@@ -213,6 +215,7 @@ def read_timeline(record: AttemptRecord) -> AttemptTimeline:
     return AttemptTimeline(
         attempt_id=record.attempt_id,
         directory=directory,
+        shape=shape,
         result=result,
         decisions=decisions,
         actions=actions,
