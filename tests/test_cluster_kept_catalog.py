@@ -20,12 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mailroom.benchmarks.libero_para.local_copy import (
-    PARA_DIR_VARIABLE,
-    declare_para_dir,
-    load_para_catalog,
-    pin_para_catalog,
-)
+from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
@@ -55,7 +50,7 @@ ACTOR = str(profile_dir(PROFILE) / "actor.py")
 def cluster() -> Iterator[Cluster]:
     """A head node and one more node process, each with 2 slots and 1 CPU (one worker),
     started before any test declares a LIBERO-Para copy."""
-    assert PARA_DIR_VARIABLE not in os.environ
+    assert LIBERO_PARA.source.declared is None
     made = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 2}},
@@ -74,10 +69,9 @@ def cluster() -> Iterator[Cluster]:
 def declared_copy(tmp_path: Path) -> Iterator[Path]:
     copy = tmp_path / "LIBERO-Para"
     make_para_copy(copy, goal_tasks=(0, 1))
-    declare_para_dir(copy)
+    LIBERO_PARA.declare_local_copy(copy)
     yield copy
-    os.environ.pop(PARA_DIR_VARIABLE, None)
-    pin_para_catalog(None)
+    LIBERO_PARA.source.declare(None)
 
 
 def _resolving_fake() -> SimulatorFactory:
@@ -151,7 +145,8 @@ def _worker_environment() -> dict[str, str]:
 def test_a_para_launch_on_ray_resolves_its_cases_by_the_kept_catalog_handed_over(
     cluster: Cluster, declared_copy: Path, tmp_path: Path, module_mailbox_root: Path
 ) -> None:
-    assert os.environ[PARA_DIR_VARIABLE] == str(declared_copy.resolve())
+    assert LIBERO_PARA.source.declared == declared_copy.resolve()
+    assert "MAILROOM_PARA_DIR" not in os.environ  # declared as an object, never inherited
     assert _worker_environment() == {}  # the driver's declaration never reaches a worker
     run_dir = tmp_path / "run"
     request = _request(run_dir, module_mailbox_root, cluster.address)
@@ -161,7 +156,7 @@ def test_a_para_launch_on_ray_resolves_its_cases_by_the_kept_catalog_handed_over
     places = [p[0] for k, p in heard if k == "worker_ready"]
     assert len({p.node_id for p in places}) == 2, "the two workers were not on two nodes"
 
-    kept = load_para_catalog()  # the driver pinned the run's kept catalog
+    kept = LIBERO_PARA.source.catalog()  # the driver pinned the run's kept catalog
     cases = request.plan.to_cases()
     results = _results(run_dir)
     assert sorted(results) == sorted(c.attempt_id(1) for c in cases)

@@ -9,7 +9,6 @@ kept catalog: report, view, export and compare all name its paraphrase cell, nev
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,11 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import test_export
 from conftest import mailroom_exe
+from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
-    PARA_DIR_VARIABLE,
-    declare_para_dir,
-    pin_para_catalog,
 )
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.campaign.manifest import build_manifest
@@ -46,13 +43,8 @@ CELLS = ("action_synonym", "object_descriptive")
 @pytest.fixture
 def undeclared() -> Iterator[None]:
     """Whatever a test declares or pins, nothing stays declared or pinned after it."""
-    before = os.environ.get(PARA_DIR_VARIABLE)
     yield
-    if before is None:
-        os.environ.pop(PARA_DIR_VARIABLE, None)
-    else:
-        os.environ[PARA_DIR_VARIABLE] = before
-    pin_para_catalog(None)
+    LIBERO_PARA.source.declare(None)
 
 
 def _para_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> list[Case]:
@@ -62,7 +54,7 @@ def _para_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> lis
     other two unattempted. The copy is gone afterwards, as for a published run."""
     copy = tmp_path / f"{name}-copy"
     make_para_copy(copy, goal_tasks=(0, 1))
-    declare_para_dir(copy)
+    LIBERO_PARA.declare_local_copy(copy)
     plan = build_plan("task_coverage", suite="libero_para", task_ids=[0, 1])
     cases = plan.to_cases()
     run = RunDirectory(tmp_path / name)
@@ -97,8 +89,7 @@ def _para_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> lis
     # Read elsewhere: no copy declared, nothing pinned but what a command pins itself.
     for path in copy.rglob("*.bddl"):
         path.unlink()
-    os.environ.pop(PARA_DIR_VARIABLE, None)
-    pin_para_catalog(None)
+    LIBERO_PARA.source.declare(None)
     return cases
 
 

@@ -17,17 +17,14 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 from mailroom.benchmarks.libero.catalog import catalog_sha256, load_catalog
+from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
     ParaCopyError,
     ParaEntry,
-    check_declared_copy,
-    declare_para_dir,
-    load_para_catalog,
     para_catalog_sha256,
     parse_para_catalog,
-    pin_para_catalog,
     read_para_copy,
     render_para,
 )
@@ -53,14 +50,9 @@ from test_sandbox import _run as run_sandboxed
 def copy(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     root = tmp_path / "LIBERO-Para"
     expected = make_para_copy(root)
-    before = os.environ.get(PARA_DIR_VARIABLE)
-    declare_para_dir(root)
+    LIBERO_PARA.declare_local_copy(root)
     yield root, expected
-    if before is None:
-        os.environ.pop(PARA_DIR_VARIABLE, None)
-    else:
-        os.environ[PARA_DIR_VARIABLE] = before
-    pin_para_catalog(None)
+    LIBERO_PARA.source.declare(None)
 
 
 def test_each_paraphrase_is_matched_to_its_goal_task_by_content(
@@ -209,9 +201,9 @@ def test_a_run_pins_its_kept_catalog_whatever_the_copy_does_later(
     # A changed file of the copy is caught before a launch, resume or replay starts a
     # worker (workers never read the copy: it may not be on their node).
     (root / first.para_path).write_text(paraphrased(first.goal_task_index, "other"), "utf-8")
-    check_declared_copy(load_para_catalog(), [0])
+    LIBERO_PARA.check_local_copy([0])
     with pytest.raises(CatalogError, match="changed since"):
-        check_declared_copy(load_para_catalog(), [0, 1])
+        LIBERO_PARA.check_local_copy([0, 1])
 
 
 def test_the_declared_copy_is_private_to_actors(mailbox_root: Path, tmp_path: Path) -> None:
@@ -233,19 +225,15 @@ def test_the_declared_copy_is_private_to_actors(mailbox_root: Path, tmp_path: Pa
         endpoint, _, _, _ = run_sandboxed(launcher, mailbox_root, tmp_path / name)
         return (endpoint.scratch / "seen.txt").read_text()
 
-    before = os.environ.pop(PARA_DIR_VARIABLE, None)
     try:
-        pin_para_catalog(None)
+        LIBERO_PARA.source.declare(None)
         assert seen_by_an_actor("undeclared") == target.read_text()
-        declare_para_dir(root)
+        LIBERO_PARA.declare_local_copy(root)
         assert root.resolve() in evaluator_paths()
         assert seen_by_an_actor("declared") == "No such file or directory"
     finally:
         shutil.rmtree(root)
-        os.environ.pop(PARA_DIR_VARIABLE, None)
-        if before is not None:
-            os.environ[PARA_DIR_VARIABLE] = before
-        pin_para_catalog(None)
+        LIBERO_PARA.source.declare(None)
 
 
 def test_the_catalog_hash_pins_the_contents_not_the_place(
@@ -279,8 +267,7 @@ def test_lookups_need_a_declared_copy(copy: tuple[Path, dict[str, str]]) -> None
     assert entry.benchmark == "libero_para"
     with pytest.raises(TaskIndexError, match="6 runnable paraphrases"):
         catalog_entry("libero_para", 6)
-    os.environ.pop(PARA_DIR_VARIABLE)
-    load_para_catalog.cache_clear()
+    LIBERO_PARA.source.declare(None)
     with pytest.raises(ParaCopyError, match="no LIBERO-Para copy is declared"):
         catalog_entry("libero_para", 0)
     with pytest.raises(ParaCopyError, match="not a directory"):
@@ -290,14 +277,15 @@ def test_lookups_need_a_declared_copy(copy: tuple[Path, dict[str, str]]) -> None
 def test_plans_select_by_cell_and_goal_task(copy: tuple[Path, dict[str, str]]) -> None:
     fast = build_plan("fast", suite="libero_para")
     assert fast.schema_ == PLAN_SCHEMA and fast.benchmark == "libero_para"
-    assert fast.catalog_sha256 == para_catalog_sha256(load_para_catalog())
-    picked = [load_para_catalog().entry(c.task_index) for c in fast.cases]
+    assert fast.catalog_sha256 == para_catalog_sha256(LIBERO_PARA.source.catalog())
+    picked = [LIBERO_PARA.source.catalog().entry(c.task_index) for c in fast.cases]
     assert [e.cell for e in picked] == ["action_synonym", "object_descriptive"]
     assert REVISION in fast.description
     cell = build_plan("task_coverage", suite="libero_para", cell="object_descriptive")
     assert [c.task_index for c in cell.cases] == [3, 4, 5]
     goal = build_plan("task_coverage", suite="libero_para", task_ids=[1])
-    assert [load_para_catalog().entry(c.task_index).goal_task_index for c in goal.cases] == [1, 1]
+    catalog = LIBERO_PARA.source.catalog()
+    assert [catalog.entry(c.task_index).goal_task_index for c in goal.cases] == [1, 1]
     both = build_plan("task_coverage", suite="libero_para", task_ids=[2], cell="action_synonym")
     assert [c.task_index for c in both.cases] == [2]
     canonical = build_plan("canonical", suite="libero_para", task_ids=[0])
@@ -324,11 +312,10 @@ def test_a_plan_is_refused_when_the_copy_changed(
     path = write_plan(plan, tmp_path / "para.json")
     assert load_plan(path) == plan
     (root / "action_synonym" / "goal_1.bddl").write_text(paraphrased(1, "changed"), "utf-8")
-    load_para_catalog.cache_clear()
+    LIBERO_PARA.source.reread()
     with pytest.raises(PlanCatalogMismatchError, match="rebuild the plan"):
         load_plan(path)
-    os.environ.pop(PARA_DIR_VARIABLE)
-    load_para_catalog.cache_clear()
+    LIBERO_PARA.source.declare(None)
     with pytest.raises(PlanCatalogMismatchError, match="no LIBERO-Para copy is declared"):
         load_plan(path)
 
@@ -367,17 +354,12 @@ def test_the_cli_catalogues_a_copy_and_plans_from_it(
 
 def test_without_a_copy_nothing_changes() -> None:
     """The standard catalog and plans neither read nor need a LIBERO-Para copy."""
-    env_before = os.environ.get(PARA_DIR_VARIABLE)
-    os.environ.pop(PARA_DIR_VARIABLE, None)
-    try:
-        assert build_plan("development").schema_ == "mailroom.plan/v3"
-        assert build_plan("development").catalog_sha256 == catalog_sha256()
-        listed = _run("catalog", "--json")
-        assert listed.returncode == 0
-        assert {e["benchmark"] for e in json.loads(listed.stdout)["entries"]} == {
-            "libero",
-            "libero_pro",
-        }
-    finally:
-        if env_before is not None:
-            os.environ[PARA_DIR_VARIABLE] = env_before
+    LIBERO_PARA.source.declare(None)
+    assert build_plan("development").schema_ == "mailroom.plan/v3"
+    assert build_plan("development").catalog_sha256 == catalog_sha256()
+    listed = _run("catalog", "--json")
+    assert listed.returncode == 0
+    assert {e["benchmark"] for e in json.loads(listed.stdout)["entries"]} == {
+        "libero",
+        "libero_pro",
+    }

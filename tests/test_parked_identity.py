@@ -23,7 +23,7 @@ import pytest
 from mailroom.benchmarks.libero.adapter import LiberoAdapter
 from mailroom.benchmarks.libero.parking import differing_fields, model_fields
 from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
-from mailroom.benchmarks.libero_para.local_copy import PARA_DIR_VARIABLE
+from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.benchmarks.libero_plus.catalog import PLUS_CATEGORIES, load_plus_catalog
 from mailroom.orchestrator.families.registry import family_of_suite
 from mailroom.orchestrator.sim.base import Capture, ControlOutcome, TaskIdentity
@@ -134,9 +134,9 @@ def decide(simulator: Any, episode: int, decision: int, record: Record) -> None:
 def para_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     copy = tmp_path_factory.mktemp("para") / "LIBERO-Para"
     make_para_copy(copy, goal_tasks=(0,))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(PARA_DIR_VARIABLE, str(copy))
-        yield copy
+    LIBERO_PARA.declare_local_copy(copy)
+    yield copy
+    LIBERO_PARA.source.declare(None)
 
 
 def identity_of(suite: str, task_index: int) -> TaskIdentity:

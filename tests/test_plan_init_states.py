@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, assert_usage_error, run_cli
+from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.benchmarks.libero_para.local_copy import (
     PARA_DIR_VARIABLE,
-    declare_para_dir,
-    pin_para_catalog,
 )
 from mailroom.benchmarks.libero_plus.catalog import load_plus_catalog
 from mailroom.orchestrator.catalog.cases import Case
@@ -82,14 +81,9 @@ def _no_para_env() -> dict[str, str]:
 def para_copy(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "LIBERO-Para"
     make_para_copy(root)
-    before = os.environ.get(PARA_DIR_VARIABLE)
-    declare_para_dir(root)
+    LIBERO_PARA.declare_local_copy(root)
     yield root
-    if before is None:
-        os.environ.pop(PARA_DIR_VARIABLE, None)
-    else:
-        os.environ[PARA_DIR_VARIABLE] = before
-    pin_para_catalog(None)
+    LIBERO_PARA.source.declare(None)
 
 
 # Without the option: today's plans, byte for byte.

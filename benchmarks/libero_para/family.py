@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,17 +19,14 @@ from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
     PARA_DIR_VARIABLE,
     PARA_SUITE,
+    ParaCatalog,
     ParaCopyError,
     ParaEntry,
+    ParaSource,
     cell_of,
-    check_declared_copy,
-    declare_para_dir,
-    declared_para_dir,
     goal_task_of,
-    load_para_catalog,
     para_catalog_sha256,
     parse_para_catalog,
-    pin_para_catalog,
     render_para,
 )
 from mailroom.hashing import sha256_bytes
@@ -53,10 +49,11 @@ from mailroom.orchestrator.sim.base import Simulator, SimulatorFactory, TaskIden
 from rich.console import Console
 
 
-def select_para(kind: str, task_ids: Sequence[int] | None, cell: str | None) -> Selection:
-    """LIBERO-Para plans over the declared copy: by cell and by LIBERO-Goal task (its
-    ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
-    catalog = load_para_catalog()
+def select_para(
+    catalog: ParaCatalog, kind: str, task_ids: Sequence[int] | None, cell: str | None
+) -> Selection:
+    """LIBERO-Para plans over `catalog` (the declared copy's): by cell and by LIBERO-Goal
+    task (its ids, 0-9), each paraphrase run on its Goal task's scene and released states."""
     goal_tasks = None if task_ids is None else list(unique_ids(task_ids))
     entries = catalog.select(cell, goal_tasks)
     where = " ".join(
@@ -134,11 +131,16 @@ class ParaFamily(LiberoStates):
     public_names = LIBERO_NAMES
     plan_options = (PlanOption("cell", "the paraphrase-type cell (the copy's folder)"),)
     local_copy = LocalCopy(
-        "para-dir", "A local LIBERO-Para copy (a folder of BDDL files; docs/liberopara.md)."
+        "para-dir",
+        "A local LIBERO-Para copy (a folder of BDDL files; docs/liberopara.md).",
+        PARA_DIR_VARIABLE,
     )
 
+    def __init__(self) -> None:
+        self.source = ParaSource()
+
     def declare_local_copy(self, directory: Path) -> None:
-        declare_para_dir(directory)
+        self.source.declare(directory)
 
     packages: Packages = LIBERO_PACKAGES
     kept_catalog_file: str | None = PARA_CATALOG_FILE
@@ -150,10 +152,10 @@ class ParaFamily(LiberoStates):
         return suite == PARA_SUITE
 
     def entry(self, suite: str, task_index: int) -> CatalogEntry:
-        return load_para_catalog().entry(task_index)
+        return self.source.catalog().entry(task_index)
 
     def catalog_sha256(self) -> str:
-        return para_catalog_sha256(load_para_catalog())
+        return para_catalog_sha256(self.source.catalog())
 
     def is_current_catalog(self, sha256: str) -> bool:
         return sha256 == self.catalog_sha256()
@@ -168,13 +170,13 @@ class ParaFamily(LiberoStates):
         task_ids: Sequence[int] | None,
         options: Mapping[str, str],
     ) -> Selection:
-        return select_para(kind, task_ids, options.get("cell"))
+        return select_para(self.source.catalog(), kind, task_ids, options.get("cell"))
 
     def report_group(self, case: Case, task_name: str | None) -> str | None:
         if task_name is not None:
             return cell_of(task_name)
         try:
-            return load_para_catalog().entry(case.task_index).cell or NO_CELL
+            return self.source.catalog().entry(case.task_index).cell or NO_CELL
         except CatalogError:  # no copy declared: a case without a result has no known cell
             return "unknown"
 
@@ -189,11 +191,11 @@ class ParaFamily(LiberoStates):
         )
 
     def private_paths(self) -> tuple[Path, ...]:
-        declared = os.environ.get(PARA_DIR_VARIABLE)
-        return (Path(declared),) if declared else ()
+        declared = self.source.declared
+        return () if declared is None else (declared,)
 
     def kept_catalog(self) -> bytes | None:
-        return render_para(load_para_catalog())
+        return render_para(self.source.catalog())
 
     def pin_kept_catalog(self, data: bytes, recorded_sha256: str) -> None:
         if sha256_bytes(data) != recorded_sha256:
@@ -204,10 +206,10 @@ class ParaFamily(LiberoStates):
             catalog = parse_para_catalog(data)
         except ValueError as exc:
             raise ParaCopyError(f"the kept {PARA_CATALOG_FILE} cannot be read: {exc}") from exc
-        pin_para_catalog(catalog)
+        self.source.pin(catalog)
 
     def check_local_copy(self, task_indices: Iterable[int]) -> None:
-        check_declared_copy(load_para_catalog(), task_indices)
+        self.source.check_copy(task_indices)
 
     def show_catalog(
         self,
@@ -221,7 +223,7 @@ class ParaFamily(LiberoStates):
     ) -> None:
         from mailroom.benchmarks.libero_para.catalog_view import show_para_catalog
 
-        show_para_catalog(console, write_json, declared_para_dir(), as_json)
+        show_para_catalog(console, write_json, self.source.declared_dir(), as_json)
 
     def simulator_factory(self) -> SimulatorFactory:
         return open_para_simulator

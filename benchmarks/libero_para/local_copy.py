@@ -18,7 +18,6 @@ cell and match, and the revision, never where the copy lives.
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 from collections import Counter
@@ -41,7 +40,8 @@ from pydantic import Field, model_validator
 
 PARA_SUITE = "libero_para"
 PARA_SCHEMA: Literal["mailroom.libero_para_catalog/v1"] = "mailroom.libero_para_catalog/v1"
-# The declared setting: the copy this process reads (a plan, a launch's first catalog).
+# What a user may set instead of giving --para-dir: read by the command line, never
+# written (the declared copy is the family's `ParaSource`).
 PARA_DIR_VARIABLE = "MAILROOM_PARA_DIR"
 GOAL_SUITE = "libero_goal"
 PARA_CATALOG_FILE = "para_catalog.json"  # in a LIBERO-Para run's directory
@@ -347,71 +347,84 @@ def para_catalog_sha256(catalog: ParaCatalog) -> str:
     return sha256_bytes(render_para(catalog))
 
 
-def declared_para_dir() -> Path:
-    """The copy the declared setting names (`--para-dir` sets it for a command and the
-    workers it starts)."""
-    value = os.environ.get(PARA_DIR_VARIABLE)
-    if not value:
-        raise ParaCopyError(
-            f"no LIBERO-Para copy is declared: give --para-dir DIR (or set {PARA_DIR_VARIABLE})"
-        )
-    return Path(value)
+class ParaSource:
+    """Where this process reads LIBERO-Para cases from: the catalog a run kept, once
+    pinned (`pin`), else the copy this command declared (`declare`). The family object
+    holds one; nothing of it reaches a child process: a worker is handed its run's kept
+    catalog inside its work (families/kept.py) and never reads a copy."""
 
+    def __init__(self) -> None:
+        self._declared: Path | None = None
+        self._pinned: ParaCatalog | None = None
+        self._read: ParaCatalog | None = None
 
-def declare_para_dir(directory: Path) -> None:
-    os.environ[PARA_DIR_VARIABLE] = str(directory.resolve())
-    pin_para_catalog(None)  # a new copy, read afresh
+    @property
+    def declared(self) -> Path | None:
+        """The copy this command declared, if any."""
+        return self._declared
 
+    def declare(self, directory: Path | None) -> None:
+        """`directory` is the copy this command reads (None: none); a copy read afresh."""
+        self._declared = None if directory is None else directory.resolve()
+        self._pinned = None
+        self._read = None
 
-# The catalog this process resolves LIBERO-Para cases against, when a run's kept catalog
-# was pinned (families/kept.py): handed to each worker inside its work, never inherited.
-_PINNED: list[ParaCatalog] = []
+    def pin(self, catalog: ParaCatalog | None) -> None:
+        """From now on cases resolve against `catalog` (a run's kept catalog), whatever a
+        declared copy holds; None: the declared copy again."""
+        self._pinned = catalog
+        self._read = None
 
+    def reread(self) -> None:
+        """Forget what was read of the declared copy: the next lookup reads it again."""
+        self._read = None
 
-def pin_para_catalog(catalog: ParaCatalog | None) -> None:
-    """From now on this process resolves LIBERO-Para cases against `catalog` (a run's
-    kept catalog), whatever a declared copy holds; None: the declared copy again."""
-    _PINNED.clear()
-    if catalog is not None:
-        _PINNED.append(catalog)
-    load_para_catalog.cache_clear()
-
-
-@cache
-def load_para_catalog() -> ParaCatalog:
-    """The catalog a run pinned, or else the declared copy's; either must have been
-    matched against the installed LIBERO-Goal tasks."""
-    if _PINNED:
-        found = _PINNED[0]
-    else:
-        directory = declared_para_dir()
-        try:
-            found = read_para_copy(directory)
-        except (OSError, ValueError) as exc:
-            raise ParaCopyError(f"the LIBERO-Para copy {directory} cannot be read: {exc}") from exc
-    if found.goal_catalog_sha256 != catalog_sha256():
-        raise ParaCopyError(
-            "the LIBERO-Para catalog was matched against another LIBERO catalog "
-            f"({found.goal_catalog_sha256}) than the installed one"
-        )
-    return found
-
-
-def check_declared_copy(catalog: ParaCatalog, task_indices: Iterable[int]) -> None:
-    """Where a copy is declared in this process, each named entry's file in it must still
-    hash to what `catalog` recorded: a launch, resume or replay checks it before any
-    worker starts (workers never read the copy: it may not be on their node)."""
-    if not os.environ.get(PARA_DIR_VARIABLE):
-        return
-    root = declared_para_dir()
-    for task_index in sorted(set(task_indices)):
-        entry = catalog.entry(task_index)
-        copy = root / entry.para_path
-        if not copy.is_file() or sha256_file(copy) != entry.para_sha256:
+    def declared_dir(self) -> Path:
+        if self._declared is None:
             raise ParaCopyError(
-                f"{copy} is missing or changed since the LIBERO-Para catalog was read: "
-                "the copy is not the one the plan pinned"
+                f"no LIBERO-Para copy is declared: give --para-dir DIR (or set {PARA_DIR_VARIABLE})"
             )
+        return self._declared
+
+    def catalog(self) -> ParaCatalog:
+        """The pinned catalog, or else the declared copy's; either must have been matched
+        against the installed LIBERO-Goal tasks."""
+        if self._pinned is not None:
+            found = self._pinned
+        elif self._read is not None:
+            found = self._read
+        else:
+            directory = self.declared_dir()
+            try:
+                found = read_para_copy(directory)
+            except (OSError, ValueError) as exc:
+                raise ParaCopyError(
+                    f"the LIBERO-Para copy {directory} cannot be read: {exc}"
+                ) from exc
+            self._read = found
+        if found.goal_catalog_sha256 != catalog_sha256():
+            raise ParaCopyError(
+                "the LIBERO-Para catalog was matched against another LIBERO catalog "
+                f"({found.goal_catalog_sha256}) than the installed one"
+            )
+        return found
+
+    def check_copy(self, task_indices: Iterable[int]) -> None:
+        """Where this command declared a copy, each named entry's file in it must still
+        hash to what the catalog in use recorded: a launch, resume or replay checks it
+        before any worker starts (workers never read the copy: it may not be on their
+        node)."""
+        if self._declared is None:
+            return
+        catalog = self.catalog()
+        for task_index in sorted(set(task_indices)):
+            entry = catalog.entry(task_index)
+            copy = self._declared / entry.para_path
+            if not copy.is_file() or sha256_file(copy) != entry.para_sha256:
+                raise ParaCopyError(
+                    f"{copy} is missing or changed since the LIBERO-Para catalog was read: "
+                    "the copy is not the one the plan pinned"
+                )
 
 
 def para_document(catalog: ParaCatalog) -> dict[str, object]:

@@ -5,7 +5,7 @@ the paraphrase's language is the instruction delivered (a Para entry carries the
 task's files and hashes, and the paraphrase's own). The entry comes from the catalog this
 process resolves against: a run's kept catalog, handed to each worker inside its work
 (families/kept.py). The copy itself is never read here: a launch, resume or replay checks
-its files against that catalog before any worker starts (`check_declared_copy`), and a
+its files against that catalog before any worker starts (`ParaSource.check_copy`), and a
 worker on another node has no copy at all.
 """
 
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from mailroom.benchmarks.libero.identity import checked_identity
 from mailroom.benchmarks.libero.package_dir import libero_package_dir
-from mailroom.benchmarks.libero_para.local_copy import load_para_catalog
 from mailroom.orchestrator.sim.base import TaskIdentity
 
 if TYPE_CHECKING:
@@ -23,7 +22,9 @@ if TYPE_CHECKING:
 
 
 def resolve_para_task(task_index: int, task_order_index: int) -> TaskIdentity:
-    entry = load_para_catalog().entry(task_index)
+    from mailroom.benchmarks.libero_para.family import LIBERO_PARA
+
+    entry = LIBERO_PARA.source.catalog().entry(task_index)
     return checked_identity(
         entry,
         libero_package_dir(),

@@ -88,6 +88,8 @@ def local_copy_options() -> Callable[[F], F]:
                 f"--{reader.local_copy.option}",
                 type=click.Path(path_type=Path, exists=True, file_okay=False),
                 default=None,
+                envvar=reader.local_copy.environment,
+                show_envvar=reader.local_copy.environment is not None,
                 expose_value=False,
                 callback=_declare(reader),
                 help=reader.local_copy.help,

@@ -64,10 +64,12 @@ class PlanOption:
 class LocalCopy:
     """Data a family reads from a folder the user has (a data set no package index
     carries): the command-line option that declares it (`--<option> DIR`, given to every
-    command that reads the family's cases) and its help."""
+    command that reads the family's cases), its help, and the environment variable a
+    user may set instead (read by the command line only, never written)."""
 
     option: str
     help: str
+    environment: str | None = None
 
 
 @runtime_checkable

@@ -56,6 +56,7 @@ from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.catalog.plans import PlanError
+from mailroom.orchestrator.families.base import UnknownBenchmarkError
 from mailroom.orchestrator.families.kept import pin_run_catalog
 from mailroom.orchestrator.families.plans import parse_plan
 from mailroom.orchestrator.families.registry import family, run_family_errors
@@ -626,7 +627,11 @@ def load_run(run: RunDirectory) -> LoadedRun:
     except CatalogError as exc:
         raise ExportError(str(exc)) from exc
     order = {case.case_id: n for n, case in enumerate(plan.to_cases())}
-    return LoadedRun(manifest, order, family(plan.benchmark).action_spec)
+    try:
+        action = family(plan.benchmark).action_spec
+    except UnknownBenchmarkError as exc:  # a manifest before v4 names no family: its plan does
+        raise ExportError(f"{run.plan_path} names what this evaluator lacks: {exc}") from exc
+    return LoadedRun(manifest, order, action)
 
 
 def export_parquet(run_dir: Path, out_dir: Path | None = None) -> ExportSummary:
