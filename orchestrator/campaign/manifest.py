@@ -162,6 +162,8 @@ def build_manifest(
     # The instructions version the profile declares: its exact text is what actors read.
     instructions_version = declared_instructions(profile_declaration)
     template = actor_instructions_template(instructions_version)
+    chosen = family(benchmark)
+    observation = chosen.observation_spec
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "run_id": run_id,
@@ -178,16 +180,16 @@ def build_manifest(
         },
         "protocol": {
             "benchmark": benchmark,
-            "adapter": family(benchmark).adapter,
+            "adapter": chosen.adapter,
             # The catalog of the plan's family (a run of a family that keeps its catalog
             # keeps these very bytes).
-            "catalog_sha256": family(benchmark).catalog_sha256(),
+            "catalog_sha256": chosen.catalog_sha256(),
             "plan_sha256": plan_sha256,
             "plan_kind": plan_kind,
             "cases": n_cases,
-            "settling_controls": family(benchmark).observation_spec.settling_controls,
-            "cameras": list(family(benchmark).observation_spec.cameras),
-            "image_size": family(benchmark).observation_spec.image_size,
+            "settling_controls": observation.settling_controls,
+            "cameras": list(observation.cameras),
+            "image_size": observation.image_size,
             "camera_transform": "image[::-1, ::-1]",
             "mailbox_protocol": "mailroom.observation/v1 + mailroom.response/v1",
         },
