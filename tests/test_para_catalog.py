@@ -352,6 +352,24 @@ def test_the_cli_catalogues_a_copy_and_plans_from_it(
     assert mixed.returncode == 2 and "--para-dir takes no" in mixed.stderr
 
 
+def test_a_copy_named_by_the_environment_is_read_where_the_option_is_not_given(
+    copy: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """`MAILROOM_PARA_DIR` stands for `--para-dir` (read, never written): a plan is made
+    from that copy, while `catalog` still shows the suite it is asked for."""
+    root, _ = copy
+    env = {**os.environ, PARA_DIR_VARIABLE: str(root)}
+    out = tmp_path / "from-env.json"
+    made = run_cli(
+        *("plan", "--kind", "fast", "--suite", "libero_para", "--out", str(out)), env=env
+    )
+    assert made.returncode == 0, made.stderr
+    assert json.loads(out.read_text("utf-8"))["benchmark"] == "libero_para"
+    shown = run_cli("catalog", "--suite", "libero_10", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert {e["suite"] for e in json.loads(shown.stdout)["entries"]} == {"libero_10"}
+
+
 def test_without_a_copy_nothing_changes() -> None:
     """The standard catalog and plans neither read nor need a LIBERO-Para copy."""
     LIBERO_PARA.source.declare(None)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 from mailroom.orchestrator.catalog.entries import CatalogError
 from mailroom.orchestrator.families.base import BenchmarkFamily
 from mailroom.orchestrator.families.registry import families
@@ -64,14 +65,17 @@ def given_plan_options(values: dict[str, Any]) -> dict[str, str]:
 
 
 def _declare(chosen: BenchmarkFamily) -> Callable[[click.Context, click.Parameter, Any], None]:
-    def callback(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    def callback(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
         if value is None:
             return
         try:
             chosen.declare_local_copy(value)
         except CatalogError as exc:
             raise click.BadParameter(str(exc)) from exc
-        ctx.meta.setdefault(DECLARED, []).append(chosen)
+        # Given on the command line, not only set in the environment: what `catalog`
+        # shows instead of the default family's catalog.
+        if param.name and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+            ctx.meta.setdefault(DECLARED, []).append(chosen)
 
     return callback
 
@@ -100,6 +104,7 @@ def local_copy_options() -> Callable[[F], F]:
 
 
 def declared_copies(ctx: click.Context) -> list[BenchmarkFamily]:
-    """The families whose local copy this command's options declared."""
+    """The families whose local copy this command's options declared on its command line
+    (a copy named only by its environment variable is declared, but not listed here)."""
     found: list[BenchmarkFamily] = ctx.meta.get(DECLARED, [])
     return found
