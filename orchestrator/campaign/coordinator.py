@@ -11,12 +11,14 @@ executor in `cluster/`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
 import os
 import queue
 import signal
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from mailroom.orchestrator.actors.profiles import DEFAULT_INSTRUCTIONS
 from mailroom.orchestrator.campaign.capacity.kernel_limits import raise_open_files
 from mailroom.orchestrator.campaign.capacity.memory import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
+from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import KeptCatalog
@@ -42,6 +45,9 @@ from mailroom.orchestrator.sim.base import SimulatorFactory
 from mailroom.orchestrator.sim.parked import Holding
 
 WORK_POLL_S = 0.5
+# A stopped launch's workers unwind their live episodes (each actor stopped) within this,
+# or are killed: their pid namespace ends whatever they started.
+STOP_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -157,6 +163,12 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds: the actor is stopped, the env closed
 
 
+def _leave_sigint_to_the_launch(signum: int, frame: object) -> None:
+    """A Ctrl-C reaches the terminal's whole process group: the launch hears it and ends
+    its workers itself (SIGTERM). A handler, not SIG_IGN: an ignored signal would stay
+    ignored in the actors a worker starts."""
+
+
 def _next_group(work_q: Any, block: bool) -> list[Work] | None:
     """The next task's work for this worker: [] if none is queued now, None at the end."""
     try:
@@ -167,6 +179,8 @@ def _next_group(work_q: Any, block: bool) -> list[Work] | None:
 
 
 def _worker_main(config: LaunchConfig, work_q: Any, report_q: Any, parent_pid: int) -> None:
+    signal.signal(signal.SIGINT, _leave_sigint_to_the_launch)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `_start`
     die_with_parent(parent_pid)
     # Before any other thread or child: the actors this worker starts go into a pid
     # namespace whose init exits with it, so none outlives it (`actors/lifetime.py`).
@@ -214,11 +228,82 @@ class WorkOutcome:
     unrecorded: list[tuple[str, str]]
 
 
+@dataclass
+class _Reports:
+    """What a launch's workers have reported so far."""
+
+    config: LaunchConfig
+    listener: Listener
+    remaining: int
+    in_flight: set[tuple[str, int]] = field(default_factory=set)
+    lost: list[tuple[str, int, str]] = field(default_factory=list)
+    warned: bool = False
+
+    def hear(self, message: tuple[Any, ...]) -> None:
+        kind, case_id, attempt, *rest = message
+        unheld = kind == "actor_lifetime" and rest[0] != "pid_namespace"
+        if unheld and self.config.launcher is not None and not self.warned:
+            self.warned = True  # once a launch (each worker says the same)
+            print(unheld_warning(str(rest[1])), file=sys.stderr, flush=True)
+        self.listener(kind, (case_id, attempt, *rest))
+        if kind == "started":
+            self.in_flight.add((case_id, attempt))
+        elif kind in ("finished", "crashed"):
+            self.in_flight.discard((case_id, attempt))
+            self.remaining -= 1
+            if kind == "crashed":
+                self.lost.append((case_id, attempt, str(rest[0])))
+
+
+def _start(procs: Sequence[BaseProcess]) -> None:
+    """Each worker starts with SIGINT blocked, until `_worker_main` has its handler: a
+    Ctrl-C at the terminal also reaches the workers, and must not end one on its way up.
+    The launch still hears it (another of its threads takes it, or it waits here)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for proc in procs:
+            proc.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _end_stopped_workers(procs: Sequence[BaseProcess], report_q: Any, reports: _Reports) -> None:
+    """A stop: each worker ends (SIGTERM: its live episodes unwind, their actors stopped,
+    no result written) and what it reports meanwhile is heard (a result its finisher was
+    writing is written whole); one that outlasts `STOP_WAIT_S` is killed."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + STOP_WAIT_S
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        with contextlib.suppress(queue.Empty):
+            reports.hear(report_q.get(timeout=0.1))
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+    while True:  # what each put before it ended
+        try:
+            reports.hear(report_q.get_nowait())
+        except queue.Empty:
+            return
+
+
 def run_work(
-    config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+    config: LaunchConfig,
+    work: Sequence[Work],
+    workers: int,
+    listener: Listener,
+    stop: StopRequest | None = None,
 ) -> WorkOutcome:
-    """Run `work` in `workers` processes and record every attempt that died without one."""
+    """Run `work` in `workers` processes and record every attempt that died without one.
+
+    Once `stop` is requested nothing more starts: the workers end, and the attempts
+    they had live are left without a result, for a resume to record or re-run."""
+    stop = stop or StopRequest()
     run = RunDirectory(config.run_dir)
+    if stop.requested:
+        return WorkOutcome(lost=[], unrecorded=[])
     ctx = mp.get_context("spawn")
     work_q = ctx.Queue()
     report_q = ctx.Queue()
@@ -233,41 +318,31 @@ def run_work(
         ctx.Process(target=_worker_main, args=(config, work_q, report_q, os.getpid()), daemon=False)
         for _ in range(n)
     ]
-    for proc in procs:
-        proc.start()
-    in_flight: set[tuple[str, int]] = set()
-    lost: list[tuple[str, int, str]] = []
-    remaining = len(work)
-    warned = False
+    _start(procs)
+    reports = _Reports(config, listener, remaining=len(work))
     try:
-        while remaining > 0:
+        while reports.remaining > 0 and not stop.requested:
             try:
                 message = report_q.get(timeout=WORK_POLL_S)
             except queue.Empty:
                 if not any(p.is_alive() for p in procs):
                     break
                 continue
-            kind, case_id, attempt, *rest = message
-            unheld = kind == "actor_lifetime" and rest[0] != "pid_namespace"
-            if unheld and config.launcher is not None and not warned:
-                warned = True  # once a launch (each worker says the same)
-                print(unheld_warning(str(rest[1])), file=sys.stderr, flush=True)
-            listener(kind, (case_id, attempt, *rest))
-            if kind == "started":
-                in_flight.add((case_id, attempt))
-            elif kind in ("finished", "crashed"):
-                in_flight.discard((case_id, attempt))
-                remaining -= 1
-                if kind == "crashed":
-                    lost.append((case_id, attempt, str(rest[0])))
+            reports.hear(message)
+        if stop.requested:
+            listener("stopping", (stop.name(),))
+            work_q.cancel_join_thread()  # the groups no worker took are dropped
+            _end_stopped_workers(procs, report_q, reports)
     finally:
         for proc in procs:
-            proc.join(timeout=5 if remaining == 0 else 0.1)
+            proc.join(timeout=5 if reports.remaining == 0 else 0.1)
             if proc.is_alive():
                 proc.terminate()
                 proc.join(timeout=10)
-    for case_id, attempt in sorted(in_flight):
-        lost.append((case_id, attempt, "worker process ended during the episode"))
+    lost = reports.lost
+    if not stop.requested:
+        for case_id, attempt in sorted(reports.in_flight):
+            lost.append((case_id, attempt, "worker process ended during the episode"))
     return record_lost(run, lost)
 
 
@@ -294,9 +369,15 @@ class Executor(Protocol):
         """What the run's `launched`/`resumed` event records of it."""
 
     def run(
-        self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+        self,
+        config: LaunchConfig,
+        work: Sequence[Work],
+        workers: int,
+        listener: Listener,
+        stop: StopRequest | None = None,
     ) -> WorkOutcome:
-        """Run `work` and record every attempt that ended without a result."""
+        """Run `work` and record every attempt that ended without a result; once `stop`
+        is requested, start nothing more and leave the live attempts without one."""
 
 
 @dataclass(frozen=True)
@@ -307,6 +388,11 @@ class LocalExecutor:
         return {"executor": "local"}
 
     def run(
-        self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+        self,
+        config: LaunchConfig,
+        work: Sequence[Work],
+        workers: int,
+        listener: Listener,
+        stop: StopRequest | None = None,
     ) -> WorkOutcome:
-        return run_work(config, work, workers, listener)
+        return run_work(config, work, workers, listener, stop)

@@ -29,6 +29,7 @@ from mailroom.orchestrator.campaign.coordinator import (
 )
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import build_manifest, check_compatible
+from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
@@ -79,6 +80,8 @@ class CampaignRequest:
     executor: Executor = field(default_factory=LocalExecutor)
     # The folder the profile was loaded from (a resume copies its programs from there).
     profile_dir: Path | None = None
+    # Set by a person's Ctrl-C or SIGTERM: the work stops, live attempts stay unrecorded.
+    stop: StopRequest = field(default_factory=StopRequest)
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,10 @@ def run_campaign(
             kept=kept,
         )
         on_scheduled(len(planned.work))
-        outcome = request.executor.run(config, planned.work, request.workers, listener)
-        run.event("launch_finished")
+        stop = request.stop
+        outcome = request.executor.run(config, planned.work, request.workers, listener, stop)
+        if stop.requested:
+            run.event("launch_stopped", signal=stop.name())
+        else:
+            run.event("launch_finished")
     return outcome

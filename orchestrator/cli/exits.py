@@ -12,3 +12,5 @@ EXIT_LEAKS = 6  # the audit found private context where an actor could read it
 EXIT_INFRASTRUCTURE = 7  # the run directory failed (full, read-only)
 EXIT_UNVERIFIABLE = 8  # the audit could not read everything it must check
 EXIT_CLUSTER = 9  # the cluster cannot run the launch (Ray missing or unreachable, no room)
+EXIT_INTERRUPTED = 130  # `launch`/`resume` stopped by Ctrl-C (SIGINT): 128 + 2, as shells say
+EXIT_TERMINATED = 143  # `launch`/`resume` stopped by SIGTERM: 128 + 15

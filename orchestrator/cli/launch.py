@@ -119,7 +119,8 @@ def launch(
 
     Exit codes: 0 every selected case has a result; 4 the run is incomplete or holds a
     corrupt result; 5 refused (conflicting manifest, run in use); 7 the run directory
-    failed (full, read-only): nothing partial was written; 2 usage error.
+    failed (full, read-only): nothing partial was written; 2 usage error; 130 stopped by
+    Ctrl-C, 143 by SIGTERM (`mailroom resume RUN_DIR` continues the run).
     """
     # With --actor the command is the coordinator's: a model named is recorded only.
     passed = actor is None and confinement != "external"
@@ -216,7 +217,7 @@ def resume(
     attempt cut short after its actor saw observations as errored (interrupted).
 
     Workers, slots and the executor (with its Ray address) default to the run's last
-    launch or resume."""
+    launch or resume. Stopped by Ctrl-C it exits 130, by SIGTERM 143."""
     from mailroom.orchestrator.campaign.launch import last_launch
     from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 

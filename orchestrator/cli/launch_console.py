@@ -9,6 +9,7 @@ from typing import Any
 from mailroom.orchestrator.campaign.capacity.decide import CapacityDecision
 from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.capacity.placement import SLOT_RESOURCE
+from mailroom.orchestrator.cli.launch_stop import stopping_words
 from mailroom.orchestrator.cli.options import console
 from mailroom.orchestrator.records.layout import RunPaths, attempt_id_of
 from mailroom.orchestrator.sim.parked import Holding
@@ -69,6 +70,9 @@ def progress_listener(progress: Progress, task: Any, counts: dict[str, int], run
     def listen(kind: str, payload: tuple[Any, ...]) -> None:
         if kind in WORKER_EVENTS:
             print_worker_event(progress.console, kind, payload)
+            return
+        if kind == "stopping":
+            progress.console.print(stopping_words(str(payload[0])), highlight=False)
             return
         if kind == "launch_message":
             case_id, attempt, text = payload[0], payload[1], payload[2]

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.cli.exits import (
     EXIT_CLUSTER,
     EXIT_CONFLICT,
@@ -18,6 +19,7 @@ from mailroom.orchestrator.cli.exits import (
 )
 from mailroom.orchestrator.cli.launch_console import print_capacity, progress_listener
 from mailroom.orchestrator.cli.launch_preflight import LaunchInputs, preflight
+from mailroom.orchestrator.cli.launch_stop import exit_code, stopped_words, stopping_on_signals
 from mailroom.orchestrator.cli.options import console, progress_bar
 from mailroom.orchestrator.cli.report import print_report
 from rich.markup import escape
@@ -28,7 +30,23 @@ def execute_launch(
 ) -> NoReturn:
     """Run the plan's cases into the run directory and end the command: the run's report
     and its exit code, or, with `finish`, what `finish` prints of the run and the code it
-    returns (the demo's one episode)."""
+    returns (the demo's one episode). Ctrl-C or SIGTERM stops the campaign instead: what
+    the run holds, the command that continues it, and 130 or 143."""
+    stop = StopRequest()
+    with stopping_on_signals(stop, inputs.run_dir):
+        _execute(inputs, stop, finish)
+
+
+def _stopped(stop: StopRequest, inputs: LaunchInputs, case_ids: list[str]) -> NoReturn:
+    assert stop.signum is not None
+    for line in stopped_words(stop.signum, inputs.run_dir, case_ids):
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    sys.exit(exit_code(stop.signum))
+
+
+def _execute(
+    inputs: LaunchInputs, stop: StopRequest, finish: Callable[[Path], int] | None
+) -> NoReturn:
     from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
     from mailroom.orchestrator.campaign.manifest import ManifestConflictError
     from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
@@ -36,6 +54,9 @@ def execute_launch(
     from mailroom.orchestrator.results.reporter import build_report, report_json
 
     decided = preflight(inputs)
+    case_ids = [case.case_id for case in decided.plan.to_cases()]
+    if stop.requested:
+        _stopped(stop, inputs, case_ids)
     run_dir, profile = inputs.run_dir, inputs.profile
     request = CampaignRequest(
         run_dir=run_dir,
@@ -57,6 +78,7 @@ def execute_launch(
         holding=inputs.holding,
         memory=inputs.memory,
         executor=decided.executor,
+        stop=stop,
     )
     if inputs.executor == "local":  # stderr: --json's stdout stays clean
         print_capacity(request.memory, inputs.workers, inputs.holding, decided.capacity)
@@ -85,6 +107,8 @@ def execute_launch(
         for attempt_id, reason in outcome.unrecorded:
             console.print(f"[red]infrastructure error:[/red] {attempt_id}: {reason}")
         sys.exit(EXIT_INFRASTRUCTURE)
+    if stop.requested:
+        _stopped(stop, inputs, case_ids)
     if finish is not None:
         sys.exit(finish(run_dir))
     report = build_report(run_dir)

@@ -16,6 +16,7 @@ from rich.table import Table
 
 configure_headless_rendering()
 
+from mailroom.orchestrator.cli.cells import cell  # noqa: E402
 from mailroom.orchestrator.cli.exits import (  # noqa: E402
     EXIT_EPISODE_ERROR,
     EXIT_INCOMPLETE,
@@ -38,7 +39,7 @@ def _confinement_words(result: EpisodeResult) -> str:
     if record is None:
         return "not recorded (a v1 result): not confined"
     if record.mode == "sandbox":
-        return f"sandbox (bubblewrap), network {record.network}"
+        return f"sandbox (bubblewrap), network {cell(record.network, missing='not recorded')}"
     return f"{record.mode}: NOT confined"
 
 
@@ -74,8 +75,8 @@ def _print_result(result: EpisodeResult, run_dir: Path) -> None:
             f"init {result.case.init_state_index} seed {result.case.seed}",
         ),
         ("outcome", result.outcome),
-        ("termination", str(result.termination)),
-        ("truncation", result.truncation or "none"),
+        ("termination", cell(result.termination, missing="none")),
+        ("truncation", cell(result.truncation, missing="none")),
         ("policy calls", str(c.policy_calls)),
         ("action decisions", str(c.action_decisions)),
         ("rejected / stop responses", f"{c.rejected_responses} / {c.stop_responses}"),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from mailroom.orchestrator.cli.cells import cell
 from mailroom.orchestrator.cli.options import console, json_option
 from rich import box
 from rich.table import Table
@@ -370,7 +371,7 @@ def _print_phases(mailbox: dict[str, Any], k: int) -> None:
     phases.add_column("p50 ms", justify="right")
     phases.add_column("p95 ms", justify="right")
     for name, row in {**mailbox["phases"], "orchestrator overhead": mailbox["overhead"]}.items():
-        phases.add_row(name, str(row["p50_ms"]), str(row["p95_ms"]))
+        phases.add_row(name, cell(row["p50_ms"]), cell(row["p95_ms"]))
     console.print(phases)
 
 
@@ -387,7 +388,7 @@ def _print_headline(figures: dict[str, Any]) -> None:
         op, target = TARGETS.get(key, ("", 0.0))
         headline.add_row(
             key,
-            str(figures[key]),
+            cell(figures[key]),
             f"{op} {target:g}" if op else "",
             _meets(figures[key], op, target) if op else "",
         )
@@ -461,6 +462,11 @@ def _print_cluster(figures: dict[str, Any]) -> None:
     )
 
 
+def _both(flooded: object, quiet: object) -> str:
+    """A flooded launch's figure and a quiet one's, in one cell."""
+    return f"{cell(flooded)}/{cell(quiet)}"
+
+
 def _print_flood(alone: dict[str, Any]) -> None:
     """Each round's figures, then the headline (both rounds pooled)."""
     figures = alone["details"]["flood"]
@@ -470,12 +476,12 @@ def _print_flood(alone: dict[str, Any]) -> None:
     for number, one in enumerate(figures["rounds"], start=1):
         queue, claim = one["queue_delay"], one["rename_to_claim"]
         table.add_row(
-            f"{number} ({one['flooded']})",
-            f"{queue['flooded']['decisions']}/{queue['quiet']['decisions']}",
-            f"{queue['flooded']['p50_ms']}/{queue['quiet']['p50_ms']}",
-            f"{queue['flooded']['p95_ms']}/{queue['quiet']['p95_ms']}",
-            f"{claim['flooded']['p95_ms']}/{claim['quiet']['p95_ms']}",
-            f"{one['watchers_fell_back']['flooded']}/{one['watchers_fell_back']['quiet']}",
+            f"{number} ({cell(one['flooded'])})",
+            _both(queue["flooded"]["decisions"], queue["quiet"]["decisions"]),
+            _both(queue["flooded"]["p50_ms"], queue["quiet"]["p50_ms"]),
+            _both(queue["flooded"]["p95_ms"], queue["quiet"]["p95_ms"]),
+            _both(claim["flooded"]["p95_ms"], claim["quiet"]["p95_ms"]),
+            _both(one["watchers_fell_back"]["flooded"], one["watchers_fell_back"]["quiet"]),
         )
     console.print(table)
     _print_headline(alone)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from mailroom.orchestrator.cli.cells import cell
 from mailroom.orchestrator.cli.exits import EXIT_INCOMPLETE, EXIT_OK
 from mailroom.orchestrator.cli.options import console, json_option, run_dir_argument
 from rich import box
@@ -391,7 +392,7 @@ def status(run_dir: Path, as_json: bool) -> None:
         table.add_column("what")
         table.add_column("cases", justify="right")
         for key, value in state.items():
-            table.add_row(key.replace("_", " "), str(value))
+            table.add_row(key.replace("_", " "), cell(value))
         console.print(table)
     done = state["unattempted"] == 0
     sys.exit(EXIT_OK if done else EXIT_INCOMPLETE)

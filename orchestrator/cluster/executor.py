@@ -44,6 +44,7 @@ from mailroom.orchestrator.campaign.coordinator import (
     group_by_task,
     record_lost,
 )
+from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
 from mailroom.orchestrator.cluster.evidence_transfer import DriverEvidence, EvidencePathError
 from mailroom.orchestrator.cluster.messages import (
@@ -143,9 +144,17 @@ class RayExecutor:
             raise ClusterUnavailableError(str(exc)) from exc
 
     def run(
-        self, config: LaunchConfig, work: Sequence[Work], workers: int, listener: Listener
+        self,
+        config: LaunchConfig,
+        work: Sequence[Work],
+        workers: int,
+        listener: Listener,
+        stop: StopRequest | None = None,
     ) -> WorkOutcome:
-        return _Driver(self.connect(), config, work, workers, listener).run()
+        stop = stop or StopRequest()
+        if stop.requested:
+            return WorkOutcome(lost=[], unrecorded=[])
+        return _Driver(self.connect(), config, work, workers, listener, stop).run()
 
 
 @dataclass
@@ -174,9 +183,11 @@ class _Driver:
         work: Sequence[Work],
         workers: int,
         listener: Listener,
+        stop: StopRequest,
     ) -> None:
         self.ray = ray
         self.listener = listener
+        self.stop = stop
         self.run_dir = RunDirectory(config.run_dir)
         self.evidence = DriverEvidence(self.run_dir)
         groups = group_by_task(work, at_least=workers)
@@ -191,11 +202,18 @@ class _Driver:
     # --- the run ----------------------------------------------------------------
 
     def run(self) -> WorkOutcome:
+        """Stopped (`StopRequest`), the workers are killed at once: the attempts they had
+        live are left without a result, for a resume."""
         try:
             self._start_workers()
             while self.remaining > 0 and any(w.alive for w in self.workers):
+                if self.stop.requested:
+                    break
                 self._step()
-            self._end_workers()
+            if self.stop.requested:
+                self.listener("stopping", (self.stop.name(),))
+            else:
+                self._end_workers()
         finally:
             for worker in self.workers:
                 self._kill(worker)

@@ -1,0 +1,80 @@
+"""A launch or resume stopped by a person: Ctrl-C (SIGINT) or SIGTERM asks the campaign
+to stop, a second signal ends the process at once, and the launch then says what the run
+holds and how to continue it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import FrameType
+
+from mailroom.orchestrator.campaign.stopping import StopRequest
+from mailroom.orchestrator.cli.exits import EXIT_INTERRUPTED, EXIT_TERMINATED
+from mailroom.orchestrator.records.run_directory import RunDirectory
+
+EXIT_CODES = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+WORDS = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
+
+
+def exit_code(signum: int) -> int:
+    return EXIT_CODES[signal.Signals(signum)]
+
+
+def resume_command(run_dir: Path) -> str:
+    return shlex.join(["mailroom", "resume", str(run_dir)])
+
+
+@contextlib.contextmanager
+def stopping_on_signals(stop: StopRequest, run_dir: Path) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM request `stop`. A second one ends the
+    process at once: its workers die with it (their parent-death signal), their actors
+    with them (`actors/lifetime.py`), and every record already written stays whole."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        if not stop.requested:
+            stop.request(signum)
+            return
+        said = f"\nstopped at once; to continue: {resume_command(run_dir)}\n"
+        os.write(2, said.encode(errors="replace"))
+        os._exit(exit_code(signum))
+
+    previous = {sig: signal.signal(sig, handle) for sig in EXIT_CODES}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def stopping_words(signame: str) -> str:
+    """What the launch says as it starts to stop."""
+    return (
+        f"stopping ({signame}): no new episode starts; the live ones end without a result, "
+        "for `mailroom resume` (a second signal stops at once)"
+    )
+
+
+def stopped_words(signum: int, run_dir: Path, case_ids: Iterable[str]) -> list[str]:
+    """What a stopped launch says: what the run holds of its plan's cases, and the
+    command that continues it (none when the run was never written)."""
+    heard = WORDS[signal.Signals(signum)]
+    run = RunDirectory(run_dir)
+    if not run.exists():
+        return [f"stopped by {heard} before the run started: nothing was written"]
+    latest = {record.case_id: record for record in run.attempts()}  # in attempt order
+    cases = list(case_ids)
+    attempts = [latest[c] for c in cases if c in latest]
+    recorded = sum(a.result is not None for a in attempts)
+    unrecorded = len(attempts) - recorded
+    return [
+        f"stopped by {heard}: {recorded} attempt(s) recorded, {unrecorded} left unrecorded "
+        f"(cut short), {len(cases) - len(attempts)} of the plan's {len(cases)} case(s) not "
+        "started",
+        f"to continue: {resume_command(run_dir)}",
+        "(it records an unrecorded attempt whose actor saw observations as interrupted, "
+        "never re-run, and runs the others)",
+    ]
