@@ -19,12 +19,13 @@ from enum import StrEnum
 from typing import Literal, TypeGuard
 
 from .action_dimension import ACTION_DIMENSION
+from .protocol import PROTOCOL_V1
 from .schemas import schema_errors
 
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_DEPTH = 8
 MAX_NOTE_CHARS = 280
-RESPONSE_SCHEMA = "mailroom.response/v1"
+RESPONSE_SCHEMA = PROTOCOL_V1.response_schema
 REQUEST_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -108,12 +109,16 @@ ParseOutcome = Accepted | Invalid | ProtocolError
 
 @dataclass(frozen=True)
 class ActionLimits:
-    """The bounds a decision must meet; the validator never clips or repairs."""
+    """The bounds a decision must meet; the validator never clips or repairs.
+
+    The defaults are protocol v1's; a v2 response is checked against the `action_spec`
+    its observation published (`dimension`, `low`, `high`) and its own schema."""
 
     max_chunk: int
     low: float = -1.0
     high: float = 1.0
     dimension: int = ACTION_DIMENSION
+    response_schema: str = RESPONSE_SCHEMA
 
 
 class _DuplicateKey(ValueError):
@@ -307,9 +312,12 @@ def _structure_issues(doc: dict[str, object], limits: ActionLimits) -> list[Issu
     if extra:
         shown = ", ".join(repr(k[:40]) for k in extra[:5])
         issues.append(Issue(InvalidReason.UNKNOWN_FIELD, f"unknown field(s): {shown}"))
-    if "schema" in doc and doc["schema"] != RESPONSE_SCHEMA:
+    if "schema" in doc and doc["schema"] != limits.response_schema:
         issues.append(
-            Issue(InvalidReason.WRONG_SCHEMA_VERSION, f"'schema' must be {RESPONSE_SCHEMA!r}")
+            Issue(
+                InvalidReason.WRONG_SCHEMA_VERSION,
+                f"'schema' must be {limits.response_schema!r}",
+            )
         )
     decision = doc.get("decision")
     if "decision" in doc and decision not in ("act", "stop"):
@@ -359,7 +367,7 @@ def parse_response(data: bytes, *, expected_request_id: str, limits: ActionLimit
     issues = _structure_issues(value, limits)
     if not issues:
         # Belt and braces: the frozen schema must agree with the hand-written checks.
-        errors = schema_errors(RESPONSE_SCHEMA, value)
+        errors = schema_errors(limits.response_schema, value)
         if errors:
             issues = [Issue(InvalidReason.SCHEMA_INVALID, errors[0][:200])]
     if issues:

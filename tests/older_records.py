@@ -21,10 +21,15 @@ def _drop(document: Doc, *path: str) -> None:
 
 
 def manifest_as(manifest: Doc, version: int) -> Doc:
-    """A current manifest as run manifest v`version` recorded it (v1 to v6)."""
+    """A current manifest as run manifest v`version` recorded it (v1 to v7)."""
     older = copy.deepcopy(manifest)
-    if not older["profile"]["programs"]:
-        _drop(older, "profile", "programs")  # absent when none was copied
+    if version <= 7:
+        assert older["protocol"]["actor_guide_sha256"] is None, "protocol v2 is v8's"
+        _drop(older, "protocol", "actor_guide_sha256")
+        # Before v8 every manifest wrote LIBERO's transform, whatever the family.
+        older["protocol"]["camera_transform"] = "image[::-1, ::-1]"
+    if version <= 6 and not older["profile"]["programs"]:
+        _drop(older, "profile", "programs")  # absent when none was copied, before v7
     if version <= 5:
         _drop(older, "provider_gateway")
         _drop(older, "volatile", "provider_upstream")

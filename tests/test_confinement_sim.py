@@ -308,7 +308,7 @@ def test_results_report_and_audit_say_how_each_attempt_was_confined(
         assert schema_errors("mailroom.episode_result/v8", result) == []
         assert result["confinement"] == {"mode": mode, "network": network}
         manifest = json.loads((run["run_dir"] / "manifest.json").read_text())
-        assert schema_errors("mailroom.run_manifest/v7", manifest) == []
+        assert schema_errors("mailroom.run_manifest/v8", manifest) == []
         assert manifest["confinement"]["mode"] == mode
     assert confined["report"]["overall"]["not_confined"] == 0
     assert unconfined["report"]["overall"]["not_confined"] == 1

@@ -136,8 +136,8 @@ def test_the_demo_is_a_confined_run_that_report_and_audit_read(
     doc, run_dir, _ = demo_run
     assert doc["confinement"] == {"mode": "sandbox", "network": "none"}
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["schema"] == "mailroom.run_manifest/v7"
-    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v8"
+    assert schema_errors("mailroom.run_manifest/v8", manifest) == []
     assert manifest["confinement"]["mode"] == "sandbox"
     report = subprocess.run(
         [mailroom_exe(), "report", str(run_dir), "--json"],

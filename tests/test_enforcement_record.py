@@ -28,6 +28,7 @@ from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import NOT_SANDBOXED
 from mailroom.orchestrator.records.result import RESULT_SCHEMA, Enforcement, EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
+from older_records import manifest_as
 from test_export import as_v5, make_run, write_result
 from test_toy_family import install_toy_family
 
@@ -143,8 +144,8 @@ def test_a_sandboxed_launch_records_the_kernels_limits_in_its_manifest_and_resul
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "sandboxed")
     manifest = _json(run_dir / "manifest.json")
-    assert manifest["schema"] == "mailroom.run_manifest/v7"
-    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v8"
+    assert schema_errors("mailroom.run_manifest/v8", manifest) == []
     assert manifest["confinement"]["mode"] == "sandbox"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -177,7 +178,7 @@ def test_an_unconfined_launch_records_its_writable_space_as_sampled(
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "unconfined", "--confinement", "none")
     manifest = _json(run_dir / "manifest.json")
-    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
+    assert schema_errors("mailroom.run_manifest/v8", manifest) == []
     assert manifest["confinement"]["mode"] == "none"
     assert manifest["enforcement"] == {
         "memory": "enforced",
@@ -210,11 +211,7 @@ def test_a_run_launched_before_manifest_v5_resumes_and_keeps_its_own_manifest(
     run_dir = tmp_path / "run"
     _launch(toy_env, toy_plan, run_dir, mailbox_root / "before")
     run = RunDirectory(run_dir)
-    later = ("enforcement", "provider_gateway")
-    older = {k: v for k, v in run.read_manifest().items() if k not in later}
-    del older["volatile"]["provider_upstream"]
-    older["schema"] = "mailroom.run_manifest/v4"
-    assert schema_errors("mailroom.run_manifest/v4", older) == []
+    older = manifest_as(run.read_manifest(), 4)
     run.manifest_path.write_text(json.dumps(older), encoding="utf-8")
     first, second = sorted((run_dir / "episodes").iterdir())
     shutil.rmtree(first)  # never attempted

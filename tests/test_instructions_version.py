@@ -114,8 +114,8 @@ def test_the_declared_version_is_handed_and_recorded(
     assert _campaign(_request(run_dir, mailbox_root, _declaration(declared))) == 2
 
     manifest = RunDirectory(run_dir).read_manifest()
-    assert manifest["schema"] == "mailroom.run_manifest/v7"
-    assert schema_errors("mailroom.run_manifest/v7", manifest) == []
+    assert manifest["schema"] == "mailroom.run_manifest/v8"
+    assert schema_errors("mailroom.run_manifest/v8", manifest) == []
     assert manifest["blinding"]["instructions_version"] == version
     assert manifest["blinding"]["instructions_sha256"] == sha256_bytes(template.encode())
     assert instructions_of_run(manifest) == version

@@ -84,6 +84,25 @@ def test_the_default_is_atomic_and_older_manifests_read_as_durable(tmp_path: Pat
     assert schema_errors(MANIFEST_SCHEMA, wrong) != []
 
 
+def test_a_v7_manifest_reads_with_its_family_shape_unrecorded(tmp_path: Path) -> None:
+    """Before v8 every run spoke protocol v1, was handed no family guide, and its manifest
+    wrote LIBERO's camera transform whatever its family did: upgraded, the guide and the
+    transform are null, and a resume leaves the transform out of its comparison."""
+    manifest = external_manifest(tmp_path, RunSettings())
+    assert manifest["protocol"]["camera_transform"] == "image[::-1, ::-1]"
+    assert manifest["protocol"]["actor_guide_sha256"] is None
+    older = manifest_as(manifest, 7)
+    assert "actor_guide_sha256" not in older["protocol"]
+    upgraded = upgrade_manifest(older)
+    assert upgraded.protocol.camera_transform is None
+    assert upgraded.protocol.actor_guide_sha256 is None
+    assert upgraded.protocol.mailbox_protocol == manifest["protocol"]["mailbox_protocol"]
+    other = {**manifest, "protocol": {**manifest["protocol"], "camera_transform": "none"}}
+    check_compatible(older, other)
+    with pytest.raises(ManifestConflictError, match="camera_transform"):
+        check_compatible(manifest, other)
+
+
 def test_launch_declares_the_outbox_durability() -> None:
     option = next(p for p in launch.params if p.name == "outbox_durability")
     assert isinstance(option, click.Option) and isinstance(option.type, click.Choice)
@@ -144,7 +163,7 @@ def test_manifest_v5_records_that_nothing_is_enforced_for_external_actors(
     tmp_path: Path,
 ) -> None:
     manifest = external_manifest(tmp_path, RunSettings())
-    assert manifest["schema"] == MANIFEST_SCHEMA == "mailroom.run_manifest/v7"
+    assert manifest["schema"] == MANIFEST_SCHEMA == "mailroom.run_manifest/v8"
     assert manifest["enforcement"] == {
         "memory": "not enforced",
         "memory_reason": EXTERNAL_ACTORS,

@@ -250,7 +250,7 @@ def test_a_third_party_family_through_the_registry(monkeypatch: pytest.MonkeyPat
     its entries' released-state counts (3 each)."""
     monkeypatch.syspath_prepend(str(REPO / "tests" / "toy_family"))
     toy = importlib.import_module("mailroom_toy_family")  # not on mypy's path
-    suite: str = toy.SUITE
+    suite: str = toy.TOYWORLD.suite
     known = {**registry.families(), toy.TOYWORLD.name: toy.TOYWORLD}
     monkeypatch.setattr(registry, "families", lambda: known)
     monkeypatch.setattr(family_plans, "families", lambda: known)

@@ -60,11 +60,17 @@ FROZEN = {
     "mailroom.observation.v1.json": (
         "5df1312c617777b59371d742ca883d8a2bde8d2585f64d9420dbbea4d2fb6a43"
     ),
+    "mailroom.observation.v2.json": (
+        "6854eacd8d818f2a48159c9b245b765626d64e8f7cea19f41d2fcb9a71cfdd6d"
+    ),
     "mailroom.plan.v1.json": ("66ca6e748091a8771765913e312ddb47e2e12a8372e3fbaecb2735935b4d2d36"),
     "mailroom.plan.v2.json": ("d8b216339e4ae587d10ca43eddd86c00762bc68716aa5fbf22114dd3d02ae74b"),
     "mailroom.plan.v3.json": ("415defead48607adb9a537b22fe258d30f38be0e3021b92a90d95eb01b764ab0"),
     "mailroom.response.v1.json": (
         "9d177f737ce99a05cdc6868569e8ae55f908822b38717befcbd1070f0bdd57cb"
+    ),
+    "mailroom.response.v2.json": (
+        "a8efdb46d7f070ae748528084f79576ac102836521aa70899fc840108ea233c4"
     ),
     "mailroom.run_manifest.v1.json": (
         "062083eb955f7a95843943d14ec03b1add98cbbefd51be259e543a8e82412da2"
@@ -86,6 +92,9 @@ FROZEN = {
     ),
     "mailroom.run_manifest.v7.json": (
         "8c9761bcc8b951fc315ad35108063fc49c2013f23fce55d99ee48831876f5105"
+    ),
+    "mailroom.run_manifest.v8.json": (
+        "7f4429e0facef9ea8601d7678fd2971df345e32d794b6d5e0254cd735c760d17"
     ),
 }
 ALL = sorted(p.name for p in SCHEMAS.glob("*.json"))

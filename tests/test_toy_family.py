@@ -3,10 +3,17 @@ distribution (`tests/toy_family`: a tiny catalog and a fake simulator, its own p
 names), registers through the `mailroom.benchmarks` entry-point group; then `mailroom
 catalog`, `plan`, `launch` (its sandboxed diagnostic actor), `report`, `audit`, `view`
 and `replay` run it with no edit to mailroom, and the audit flags its private names.
+
+The family run here is `toyreach`: an action of another dimension, bounds and
+controller (mailbox protocol v2) and one camera. Its sibling `toyworld` (LIBERO's action
+dimension under names of its own, one camera) is what the export, viewer and record
+tests launch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -19,12 +26,31 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, run_cli
+from mailroom.mailbox.schemas import schema_errors
 
 TOY = REPO / "tests" / "toy_family"
+
+
+def _toy_guide() -> str:
+    """The family's own guide, read from its source (the family is installed only into
+    the environment its commands run in)."""
+    spec = importlib.util.spec_from_file_location(
+        "toy_family_source", TOY / "mailroom_toy_family" / "__init__.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    guide: str = module.TOYREACH_GUIDE
+    return guide
+
+
+TOY_GUIDE = _toy_guide()
 TASK_NAMES = (
-    "TOYSHELF_SCENE7_stack_the_teal_cube_on_the_crate",
-    "TOYSHELF_SCENE7_put_the_plum_in_the_tray",
+    "TOYTABLE_SCENE3_push_the_amber_puck_to_the_line",
+    "TOYTABLE_SCENE3_lift_the_pear_off_the_table",
 )
+SUITE = "toyreach_table"
 
 
 def install_toy_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
@@ -58,9 +84,7 @@ def toy_run(
 ) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("toy-run")
     plan = work / "plan.json"
-    made = run_cli(
-        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=toy_env
-    )
+    made = run_cli(*("plan", "--kind", "fast", "--suite", SUITE, "--out", str(plan)), env=toy_env)
     assert made.returncode == 0, made.stderr
     run_dir = work / "run"
     launched = subprocess.run(
@@ -80,50 +104,72 @@ def toy_run(
 
 
 def test_the_toy_family_is_unknown_without_its_distribution() -> None:
-    proc = run_cli("catalog", "--benchmark", "toyworld")
+    proc = run_cli("catalog", "--benchmark", "toyreach")
     assert proc.returncode == 2 and "Invalid value" in proc.stderr
 
 
 def test_catalog_and_plan_come_from_the_toy_family(toy_env: dict[str, str], tmp_path: Path) -> None:
-    shown = run_cli("catalog", "--benchmark", "toyworld", "--json", env=toy_env)
+    shown = run_cli("catalog", "--benchmark", "toyreach", "--json", env=toy_env)
     assert shown.returncode == 0, shown.stderr
     assert [e["task_name"] for e in json.loads(shown.stdout)["entries"]] == list(TASK_NAMES)
     plan = tmp_path / "plan.json"
-    made = run_cli(
-        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=toy_env
-    )
+    made = run_cli(*("plan", "--kind", "fast", "--suite", SUITE, "--out", str(plan)), env=toy_env)
     assert made.returncode == 0, made.stderr
     document = json.loads(plan.read_text(encoding="utf-8"))
-    assert document["schema"] == "mailroom.plan/v3" and document["benchmark"] == "toyworld"
-    assert {c["benchmark"] for c in document["cases"]} == {"toyworld"}
+    assert document["schema"] == "mailroom.plan/v3" and document["benchmark"] == "toyreach"
+    assert {c["benchmark"] for c in document["cases"]} == {"toyreach"}
 
 
 def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: Path) -> None:
     manifest = json.loads((toy_run / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["schema"] == "mailroom.run_manifest/v7"
-    assert manifest["protocol"]["benchmark"] == "toyworld"
+    assert manifest["schema"] == "mailroom.run_manifest/v8"
+    assert manifest["protocol"]["benchmark"] == "toyreach"
     assert manifest["protocol"]["adapter"] == "toy_fake"
     assert manifest["confinement"]["mode"] == "sandbox"
     # The family's own shape, from its declaration to what its actor was handed.
     protocol = manifest["protocol"]
     assert (protocol["cameras"], protocol["image_size"]) == (["overhead"], 64)
     assert protocol["settling_controls"] == 2
+    assert protocol["camera_transform"] == "none"
     attempt = sorted((toy_run / "episodes").iterdir())[0]
     result = json.loads((attempt / "result.json").read_text(encoding="utf-8"))
     assert result["settings"]["settling_controls"] == 2
     first = json.loads((attempt / "observations" / "obs-1.json").read_text("utf-8"))
     assert list(first["images"]) == ["overhead"]
     assert (first["images"]["overhead"]["width"], first["images"]["overhead"]["height"]) == (64, 64)
-    assert first["action_spec"]["layout"] == ["vx", "vy", "vz", "wx", "wy", "wz", "grip"]
-    assert first["action_spec"]["control_hz"] == 10
+    # Four numbers in [-2, 2] for a velocity controller: protocol v2 carries them, the
+    # instructions describe v2 and hand over the family's guide.
+    assert first["schema"] == "mailroom.observation/v2"
+    assert first["action_spec"] == {
+        "dimension": 4,
+        "low": -2.0,
+        "high": 2.0,
+        "layout": ["vx", "vy", "vz", "grip"],
+        "controller": "velocity",
+        "control_hz": 10,
+        "replan_interval": first["action_spec"]["replan_interval"],
+        "max_chunk": first["action_spec"]["max_chunk"],
+    }
+    assert schema_errors("mailroom.observation/v2", first) == []
+    assert protocol["mailbox_protocol"] == "mailroom.observation/v2 + mailroom.response/v2"
+    assert manifest["blinding"]["instructions_version"] == "v3"
+    assert result["instructions_version"] == "v3"
+    guide = TOY_GUIDE.encode()
+    assert protocol["actor_guide_sha256"] == hashlib.sha256(guide).hexdigest()
+    message = json.loads((attempt / "launch_message.json").read_text("utf-8"))
+    assert TOY_GUIDE in message["instructions"] and "{actor_guide}" not in message["instructions"]
+    assert result["counters"]["rejected_responses"] == 0, result["counters"]
+    assert result["counters"]["action_decisions"] >= 1
+    response = json.loads((attempt / "responses" / "resp-1.json").read_text("utf-8"))
+    assert response["schema"] == "mailroom.response/v2" and len(response["actions"][0]) == 4
     report = run_cli("report", str(toy_run), "--json", env=toy_env)
     assert report.returncode == 0, report.stderr
     document: dict[str, Any] = json.loads(report.stdout)
-    assert document["complete"] and document["suites"]["toyworld_shelf"]["success"] == 2
+    assert document["complete"] and document["suites"][SUITE]["success"] == 2
     # Without the family installed, the run's manifest names a family this
     # installation does not know: export refuses it.
     export = run_cli("export", str(toy_run), "--out", str(toy_run.parent / "x.parquet"))
-    assert export.returncode != 0 and "no benchmark family 'toyworld'" in export.stderr
+    assert export.returncode != 0 and "no benchmark family 'toyreach'" in export.stderr
     # With it, the export lays the steps out as the family declares them.
     out = toy_run.parent / "export"
     exported = run_cli("export", str(toy_run), "--out", str(out), env=toy_env)
@@ -131,14 +177,14 @@ def test_launch_and_report_run_the_toy_family(toy_env: dict[str, str], toy_run: 
     steps = pq.read_schema(out / "steps.parquet")
     layout = json.loads(steps.metadata[b"mailroom"])
     assert layout["fps"] == 10 and layout["cameras"] == ["overhead"]
-    assert layout["action_names"] == ["vx", "vy", "vz", "wx", "wy", "wz", "grip"]
+    assert layout["action_names"] == ["vx", "vy", "vz", "grip"]
 
 
 def test_view_and_replay_the_toy_run(toy_env: dict[str, str], toy_run: Path) -> None:
     site = toy_run.parent / "site"
     viewed = run_cli("view", str(toy_run), "--out", str(site), env=toy_env)
     assert viewed.returncode == 0, viewed.stderr
-    assert "toyworld_shelf" in (site / "index.html").read_text(encoding="utf-8")
+    assert SUITE in (site / "index.html").read_text(encoding="utf-8")
     pages = [p.read_text(encoding="utf-8") for p in (site / "attempts").glob("*/index.html")]
     assert pages and all("overhead at observation 1" in p for p in pages)
     assert not any("agentview" in p for p in pages)
@@ -158,7 +204,7 @@ def test_the_audit_flags_the_toy_familys_private_names(
     # What the evaluator hands (outbox/) names the family, a task and a scene file; what
     # the actor writes itself names a task.
     (endpoint / "outbox" / "extra.txt").write_text(
-        "a toyworld task: toyshelf_scene7_stack_the_teal_cube_on_the_crate.toyscene\n"
+        "a toyreach task: toytable_scene3_push_the_amber_puck_to_the_line.toyscene\n"
         f"{TASK_NAMES[0]}\n",
         encoding="utf-8",
     )

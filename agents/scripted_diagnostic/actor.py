@@ -46,12 +46,22 @@ def wait_for_observation(endpoint: Path, sequence: int) -> dict[str, object] | N
     return None
 
 
-def decide(sequence: int, chunks: int, max_chunk: int) -> dict[str, object]:
+def decide(sequence: int, chunks: int, spec: dict[str, object]) -> dict[str, object]:
     if sequence > chunks:
         return {"decision": "stop"}
+    max_chunk = int(str(spec["max_chunk"]))
     # Small, slow motions with the gripper open: harmless and easy to see in a video.
     dz = -0.1 if sequence % 2 else 0.1
-    vector = [0.0, 0.0, dz, 0.0, 0.0, 0.0, -1.0]
+    if spec.get("controller") == "OSC_POSE" and spec.get("dimension") == 7:
+        vector = [0.0, 0.0, dz, 0.0, 0.0, 0.0, -1.0]
+    else:
+        # Another robot (protocol v2): the middle of each component's range, the third
+        # nudged by a tenth of its half-range.
+        low, high = float(str(spec["low"])), float(str(spec["high"]))
+        middle, half = (low + high) / 2, (high - low) / 2
+        vector = [middle] * int(str(spec["dimension"]))
+        if len(vector) > 2:
+            vector[2] = middle + dz * half
     return {"decision": "act", "actions": [vector] * max_chunk}
 
 
@@ -69,10 +79,12 @@ def main(argv: list[str]) -> int:
             return 0
         spec = observation["action_spec"]
         assert isinstance(spec, dict)
+        # The response's protocol version is the observation's.
+        version = str(observation["schema"]).rpartition("/")[2]
         response: dict[str, object] = {
-            "schema": "mailroom.response/v1",
+            "schema": f"mailroom.response/{version}",
             "request_id": observation["request_id"],
-            **decide(sequence, args.chunks, int(spec["max_chunk"])),
+            **decide(sequence, args.chunks, spec),
         }
         if args.think > 0:
             time.sleep(args.think)

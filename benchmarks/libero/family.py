@@ -177,6 +177,8 @@ class LiberoStates:
 
     action_spec = LIBERO_ACTION
     observation_spec = LIBERO_OBSERVATION
+    # Protocol v1: its instruction texts describe LIBERO's actions and cameras.
+    actor_guide: str | None = None
 
     def state_sha256(self, identity: TaskIdentity, init_state_index: int) -> str:
         from mailroom.benchmarks.libero.adapter import state_sha256

@@ -29,6 +29,7 @@ LIBERO_OBSERVATION = ObservationSpec(
     image_size=256,
     settling_controls=10,
     proprio=(("joint_pos", 7), ("gripper_qpos", 2)),
+    camera_transform="image[::-1, ::-1]",
 )
 # What the adapter sends during settling: no motion, gripper open.
 SETTLING_ACTION: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)

@@ -38,7 +38,11 @@ MAX_PROFILE_BYTES = 1 << 20
 INSTRUCTION_FILES: dict[str, str] = {
     "v1": "actor_instructions.txt",
     "v2": "actor_instructions_v2.txt",
+    "v3": "actor_instructions_v3.txt",
 }
+# The mailbox protocol (`mailbox/protocol.py`) each version describes; v3 leaves the
+# robot to its family's guide.
+INSTRUCTION_PROTOCOLS: dict[str, str] = {"v1": "v1", "v2": "v1", "v3": "v2"}
 DEFAULT_INSTRUCTIONS = "v1"
 # The trace formats agents register (`agents/<name>/trace.py`), by name: a profile's
 # `actor.trace` must name one, and the viewer reads an account with it.
@@ -72,6 +76,20 @@ def declared_instructions(declaration: Mapping[str, Any]) -> str:
     """The instructions version a recorded profile declaration names (v1 if none)."""
     reference = declaration.get("instructions", DEFAULT_INSTRUCTIONS)
     return instructions_version_of(reference if isinstance(reference, str) else "")
+
+
+def instructions_for_protocol(version: str, protocol: str) -> str:
+    """The instructions a run's actors are handed: `version` (what the profile declares)
+    where it describes the mailbox protocol the plan's family speaks, otherwise the
+    newest version that does (a profile written for LIBERO names a v1 text; a family of
+    protocol v2 is described by v3). The run records the version handed."""
+    version = instructions_version_of(version)
+    if INSTRUCTION_PROTOCOLS[version] == protocol:
+        return version
+    fitting = [v for v, p in INSTRUCTION_PROTOCOLS.items() if p == protocol]
+    if not fitting:
+        raise ValueError(f"no actor instructions describe mailbox protocol {protocol!r}")
+    return max(fitting, key=lambda v: int(v[1:]))
 
 
 def actor_instructions_template(version: str = DEFAULT_INSTRUCTIONS) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProcessLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import declared_instructions
+from mailroom.orchestrator.actors.profiles import declared_instructions, instructions_for_protocol
 from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import (
     Executor,
@@ -33,7 +33,7 @@ from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.catalog.plans import Plan
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
-from mailroom.orchestrator.families.registry import family, simulator_factory
+from mailroom.orchestrator.families.registry import family, family_protocol, simulator_factory
 from mailroom.orchestrator.gateway.server import manifest_record
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.base import SimulatorFactory
@@ -216,7 +216,10 @@ def run_campaign(
             slots=request.slots,
             holding=request.holding,
             memory=request.memory,
-            instructions=declared_instructions(request.declaration),
+            instructions=instructions_for_protocol(
+                declared_instructions(request.declaration),
+                family_protocol(request.plan.benchmark).version,
+            ),
             kept=kept,
         )
         on_scheduled(len(planned.work))

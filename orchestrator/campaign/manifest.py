@@ -20,17 +20,18 @@ from mailroom.mailbox.endpoint import TOKEN_BYTES
 from mailroom.orchestrator.actors.actor_filesystem import kernel_filesystems
 from mailroom.orchestrator.actors.agent_installation import installed_versions
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.instructions import template_fields
+from mailroom.orchestrator.actors.instructions import guide_handed, template_fields
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.memory_cgroup import ceiling_problem
 from mailroom.orchestrator.actors.profiles import (
     actor_instructions_template,
     declared_instructions,
+    instructions_for_protocol,
 )
 from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.packages import recorded_packages
-from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family
+from mailroom.orchestrator.families.registry import DEFAULT_BENCHMARK, family, family_protocol
 from mailroom.orchestrator.records.manifest import (
     MANIFEST_SCHEMA,
     ProviderGatewayRecord,
@@ -159,10 +160,15 @@ def build_manifest(
     actor_environment = list(confinement.actor_environment)
     if actor_command is not None and isinstance(fixed, dict):
         actor_environment += sorted(n for n in fixed if n not in actor_environment)
-    # The instructions version the profile declares: its exact text is what actors read.
-    instructions_version = declared_instructions(profile_declaration)
-    template = actor_instructions_template(instructions_version)
+    # The instructions version the profile declares, or the one describing the family's
+    # mailbox protocol: its exact text (and the family's guide) is what actors read.
     chosen = family(benchmark)
+    protocol = family_protocol(benchmark)
+    instructions_version = instructions_for_protocol(
+        declared_instructions(profile_declaration), protocol.version
+    )
+    template = actor_instructions_template(instructions_version)
+    guide = guide_handed(template, chosen.actor_guide)
     observation = chosen.observation_spec
     manifest: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
@@ -190,8 +196,9 @@ def build_manifest(
             "settling_controls": observation.settling_controls,
             "cameras": list(observation.cameras),
             "image_size": observation.image_size,
-            "camera_transform": "image[::-1, ::-1]",
-            "mailbox_protocol": "mailroom.observation/v1 + mailroom.response/v1",
+            "camera_transform": observation.camera_transform,
+            "mailbox_protocol": protocol.label,
+            "actor_guide_sha256": None if guide is None else sha256_bytes(guide.encode()),
         },
         "profile": {
             "name": profile_name,
@@ -253,6 +260,7 @@ RESUMABLE_UNRECORDED = {
     ("profile", "programs"): "its programs' bytes were not recorded",
     ("protocol", "benchmark"): "its plan, compared by hash, names the benchmark",
     ("enforcement",): "what the kernel enforced was not recorded; each result records its own",
+    ("protocol", "camera_transform"): "its family's adapter, compared by name, decides it",
 }
 
 

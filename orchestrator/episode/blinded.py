@@ -9,7 +9,7 @@ from pathlib import Path
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.actors.instructions import guide_handed, render_instructions
 from mailroom.orchestrator.actors.launcher import ActorHandle, ActorLauncher
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.process import ActorProcess
@@ -215,8 +215,11 @@ def blinded_episode(
     evidence = prepared.evidence
     identity = None if launch_actor is None else launch_actor.identity()
     endpoint = create_endpoint(mailbox_root, actor_gid=None if identity is None else identity.gid)
+    template = actor_instructions_template(version)
     instructions = render_instructions(
-        str(endpoint.root), template=actor_instructions_template(version)
+        str(endpoint.root),
+        template=template,
+        actor_guide=guide_handed(template, family(case.benchmark).actor_guide),
     )
     # The endpoint-to-case mapping lives only here, in the private run directory.
     evidence.write_private(

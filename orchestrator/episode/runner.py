@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.held_directories import EndpointTamperedError
-from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
+from mailroom.mailbox.messages import Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, Issue, ProtocolError
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
@@ -45,6 +45,7 @@ from mailroom.orchestrator.sim.base import (
     TaskIdentity,
     simulator_holding,
 )
+from mailroom.orchestrator.sim.specs import protocol_for
 from mailroom.orchestrator.transport.base import (
     DecisionOutcome,
     Delivery,
@@ -52,6 +53,10 @@ from mailroom.orchestrator.transport.base import (
     PolicyFailed,
     TimedOut,
     Transport,
+)
+from mailroom.orchestrator.transport.published_action import (
+    PublishedActionSpec,
+    published_action,
 )
 from mailroom.timestamps import utc_timestamp
 
@@ -115,7 +120,7 @@ class _Terms:
     public_cap: int | None
     max_policy_calls: int | None
     limits: ActionLimits
-    spec: ActionSpec
+    spec: PublishedActionSpec
 
 
 def _budget_spent(terms: _Terms, c: Counters, wall_left: float | None) -> Truncation | None:
@@ -478,18 +483,19 @@ class EpisodeRunner:
     def _terms(self, request: EpisodeRequest) -> _Terms:
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
-        action = family(request.identity.benchmark).action_spec
+        chosen = family(request.identity.benchmark)
+        spec, limits = published_action(
+            chosen.action_spec,
+            protocol_for(chosen.action_spec, chosen.observation_spec),
+            replan_interval=settings.replan_interval,
+            max_chunk=settings.chunk_limit,
+        )
         return _Terms(
             instruction=request.identity.instruction,
             control_cap=control_cap,
             max_policy_calls=settings.max_policy_calls,
-            limits=ActionLimits(max_chunk=settings.chunk_limit),
-            spec=ActionSpec(
-                layout=list(action.layout),
-                control_hz=action.control_hz,
-                replan_interval=settings.replan_interval,
-                max_chunk=settings.chunk_limit,
-            ),
+            limits=limits,
+            spec=spec,
             # In horizon mode the cap is the suite's reference horizon: publishing it would
             # tell the actor which suite it is in, so actors see it only in decisions mode.
             public_cap=control_cap if settings.budget_mode == "decisions" else None,

@@ -110,6 +110,14 @@ class BenchmarkFamily(Protocol):
         ...
 
     @property
+    def actor_guide(self) -> str | None:
+        """For a family of mailbox protocol v2 (`sim/specs.py`), what its actors are told of
+        its actions and cameras (each component, its units and direction, what each
+        camera shows): the instructions carry it under THIS ROBOT. None for a family of
+        protocol v1, whose instruction texts describe it already."""
+        ...
+
+    @property
     def local_copy(self) -> LocalCopy | None:
         """The local copy this family reads, None for a family whose data is installed."""
         ...

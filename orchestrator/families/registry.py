@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from mailroom.mailbox.protocol import MailboxProtocol
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.entries import CatalogEntry, ReferenceHorizon, UnknownSuiteError
 from mailroom.orchestrator.families.base import (
@@ -20,7 +21,11 @@ from mailroom.orchestrator.families.base import (
     UnknownBenchmarkError,
 )
 from mailroom.orchestrator.sim.base import SimulatorFactory
-from mailroom.orchestrator.sim.specs import protocol_v1_problems
+from mailroom.orchestrator.sim.specs import (
+    protocol_for,
+    protocol_v1_problems,
+    protocol_v2_problems,
+)
 
 ENTRY_POINT_GROUP = "mailroom.benchmarks"
 # The family a simulator is built for when nothing names one (a worker configured by
@@ -42,10 +47,15 @@ def _load(value: object, name: str) -> BenchmarkFamily:
         raise FamilyConflictError(f"entry point {name!r} is not a benchmark family")
     if family.name != name:
         raise FamilyConflictError(f"entry point {name!r} names family {family.name!r}")
-    problems = protocol_v1_problems(family.action_spec, family.observation_spec)
+    action, observation = family.action_spec, family.observation_spec
+    if not protocol_v1_problems(action, observation):
+        return family
+    problems = protocol_v2_problems(action, observation)
+    if not problems and family.actor_guide is None:
+        problems = ["no actor guide (a family of protocol v2 describes its actions to actors)"]
     if problems:
         raise FamilyShapeError(
-            f"family {name!r} declares what mailbox protocol v1 cannot carry: "
+            f"family {name!r} declares what the mailbox protocol cannot carry: "
             + "; ".join(problems)
         )
     return family
@@ -156,3 +166,9 @@ def all_packages(selected: Iterable[BenchmarkFamily] | None = None) -> Packages:
 def private_paths() -> tuple[Path, ...]:
     """Every family's further private folders (declared local copies)."""
     return tuple(p for f in families().values() for p in f.private_paths())
+
+
+def family_protocol(name: str) -> MailboxProtocol:
+    """The mailbox protocol the actors of family `name` speak (`sim/specs.py`)."""
+    chosen = family(name)
+    return protocol_for(chosen.action_spec, chosen.observation_spec)

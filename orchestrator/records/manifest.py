@@ -1,4 +1,4 @@
-"""The run manifest (`mailroom.run_manifest/v7`): the immutable identity of one run.
+"""The run manifest (`mailroom.run_manifest/v8`): the immutable identity of one run.
 
 This is the current version, the only one written (building one is
 campaign/manifest.py); a manifest of an earlier version is read through
@@ -26,11 +26,14 @@ from mailroom.orchestrator.records.result import (
 from mailroom.orchestrator.records.terms import BudgetMode, InvalidActionHandling
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-MANIFEST_SCHEMA: Literal["mailroom.run_manifest/v7"] = "mailroom.run_manifest/v7"
+MANIFEST_SCHEMA: Literal["mailroom.run_manifest/v8"] = "mailroom.run_manifest/v8"
 # What every actor was handed before instructions had versions.
 INSTRUCTIONS_BEFORE_VERSIONS = "v1"
-MAILBOX_PROTOCOL = "mailroom.observation/v1 + mailroom.response/v1"
-CAMERA_TRANSFORM = "image[::-1, ::-1]"
+# The mailbox protocols a run's actors may speak (`mailbox/protocol.py`), as recorded.
+MailboxProtocolLabel = Literal[
+    "mailroom.observation/v1 + mailroom.response/v1",
+    "mailroom.observation/v2 + mailroom.response/v2",
+]
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 # A benchmark family's name, or its simulator adapter's: checked against the evaluator's
@@ -170,8 +173,14 @@ class ProtocolRecord(_Record):
     settling_controls: NonNegative
     cameras: list[str]
     image_size: Annotated[int, Field(ge=1)]
-    camera_transform: Literal["image[::-1, ::-1]"]
-    mailbox_protocol: Literal["mailroom.observation/v1 + mailroom.response/v1"]
+    # How each camera's image was made from the render, as the family declares it
+    # (`image[::-1, ::-1]` for LIBERO's); null: not recorded (before v8 every manifest
+    # wrote LIBERO's, whatever its family did).
+    camera_transform: Annotated[str, Field(min_length=1, max_length=200)] | None
+    mailbox_protocol: MailboxProtocolLabel
+    # The sha256 of the family's guide its actors were handed inside the instructions
+    # (a family of mailbox protocol v2); null: none was (protocol v1, or before v8).
+    actor_guide_sha256: Sha256 | None
 
 
 class ProfileRecord(_Record):
@@ -274,7 +283,7 @@ class RunManifest(_Record):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    schema_: Literal["mailroom.run_manifest/v7"] = Field(default=MANIFEST_SCHEMA, alias="schema")
+    schema_: Literal["mailroom.run_manifest/v8"] = Field(default=MANIFEST_SCHEMA, alias="schema")
     run_id: Annotated[str, Field(min_length=1)]
     project: ProjectRecord
     environment: EnvironmentRecord

@@ -197,9 +197,21 @@ def _manifest_always_written(document: Document) -> None:
     document["settings"] = {**settings, "outbox_durability": durability}
 
 
+def _manifest_family_shape(document: Document) -> None:
+    """v8 lets a run's actors speak mailbox protocol v2 and records the family guide they
+    were handed (before it every run spoke v1 and no guide was handed: null), and the
+    camera transform its family declares (before it a constant written for every
+    family, so not a record of what the run's adapter did: null)."""
+    document["protocol"] = {
+        **document["protocol"],
+        "actor_guide_sha256": None,
+        "camera_transform": None,
+    }
+
+
 MANIFEST_HISTORY = History(
     kind="run manifest",
-    versions=versions("mailroom.run_manifest", 7),
+    versions=versions("mailroom.run_manifest", 8),
     steps=(
         _adds("confinement"),  # v2
         _manifest_instructions,  # v3
@@ -207,6 +219,7 @@ MANIFEST_HISTORY = History(
         _adds("enforcement"),  # v5
         _manifest_gateway,  # v6
         _manifest_always_written,  # v7: a provider may be "gemini"
+        _manifest_family_shape,  # v8: mailbox protocol v2, the family's camera transform
     ),
 )
 

@@ -35,6 +35,7 @@ FAKE_OBSERVATION = ObservationSpec(
     image_size=256,
     settling_controls=10,
     proprio=(("joint_pos", 7), ("gripper_qpos", 2)),
+    camera_transform="image[::-1, ::-1]",
 )
 
 

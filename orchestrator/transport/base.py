@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
-from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
+from mailroom.mailbox.messages import Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, ActionLimits, Invalid, ProtocolError
 from mailroom.orchestrator.sim.base import Capture
+from mailroom.orchestrator.transport.published_action import PublishedActionSpec
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Delivery:
     request_id: str
     instruction: str
     capture: Capture
-    action_spec: ActionSpec
+    action_spec: PublishedActionSpec
     counters: PublicCounters
     feedback: Feedback | None
 

@@ -12,20 +12,29 @@ from __future__ import annotations
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.messages import (
     OBSERVATION_SCHEMA,
-    ActionSpec,
     ImageRef,
     Observation,
     Proprio,
     PublicCounters,
     to_document,
 )
+from mailroom.mailbox.messages_v2 import OBSERVATION_V2_SCHEMA, ActionSpecV2, ObservationV2
+from mailroom.orchestrator.sim.base import Capture
 from mailroom.orchestrator.transport.base import Delivery
+from mailroom.orchestrator.transport.published_action import PublishedActionSpec
 
 _IMAGE_ENCODING = "png/rgb8"
 _HISTORY = "current_observation_only"
 
 
-def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation:
+def _proprio_fields(capture: Capture) -> dict[str, list[float]] | None:
+    """A capture's proprioception by field name (what protocol v2 publishes)."""
+    if capture.joint_pos is None or capture.gripper_qpos is None:
+        return None
+    return {"joint_pos": list(capture.joint_pos), "gripper_qpos": list(capture.gripper_qpos)}
+
+
+def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation | ObservationV2:
     capture = delivery.capture
     images = {
         camera: ImageRef(
@@ -35,6 +44,19 @@ def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation:
         )
         for camera, image in capture.images.items()
     }
+    spec = delivery.action_spec
+    if isinstance(spec, ActionSpecV2):
+        return ObservationV2(
+            request_id=delivery.request_id,
+            sequence=delivery.sequence,
+            response_file=endpoint.relative(endpoint.response_file(delivery.sequence)),
+            instruction=delivery.instruction,
+            images=images,
+            proprio=_proprio_fields(capture),
+            action_spec=spec,
+            counters=delivery.counters,
+            feedback=delivery.feedback,
+        )
     proprio = None
     if capture.joint_pos is not None and capture.gripper_qpos is not None:
         proprio = Proprio(
@@ -47,17 +69,17 @@ def build_observation(delivery: Delivery, endpoint: Endpoint) -> Observation:
         instruction=delivery.instruction,
         images=images,
         proprio=proprio,
-        action_spec=delivery.action_spec,
+        action_spec=spec,
         counters=delivery.counters,
         feedback=delivery.feedback,
     )
 
 
 # An episode publishes the same action spec with every observation: dumped once.
-_last_spec: tuple[ActionSpec, dict[str, object]] | None = None
+_last_spec: tuple[PublishedActionSpec, dict[str, object]] | None = None
 
 
-def _action_spec_document(spec: ActionSpec) -> dict[str, object]:
+def _action_spec_document(spec: PublishedActionSpec) -> dict[str, object]:
     global _last_spec
     if _last_spec is None or _last_spec[0] is not spec:
         _last_spec = (spec, to_document(spec))
@@ -87,20 +109,15 @@ def observation_document(delivery: Delivery, endpoint: Endpoint) -> dict[str, ob
         }
         for camera, image in capture.images.items()
     }
-    proprio = None
-    if capture.joint_pos is not None and capture.gripper_qpos is not None:
-        proprio = {
-            "joint_pos": list(capture.joint_pos),
-            "gripper_qpos": list(capture.gripper_qpos),
-        }
+    v2 = isinstance(delivery.action_spec, ActionSpecV2)
     return {
-        "schema": OBSERVATION_SCHEMA,
+        "schema": OBSERVATION_V2_SCHEMA if v2 else OBSERVATION_SCHEMA,
         "request_id": delivery.request_id,
         "sequence": sequence,
         "response_file": f"inbox/{endpoint.response_name(sequence)}",
         "instruction": delivery.instruction,
         "images": images,
-        "proprio": proprio,
+        "proprio": _proprio_fields(capture),
         "action_spec": _action_spec_document(delivery.action_spec),
         "counters": _counters_document(delivery.counters),
         "feedback": None if delivery.feedback is None else to_document(delivery.feedback),

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.messages import Observation
+from mailroom.mailbox.messages_v2 import ObservationV2
 from mailroom.mailbox.parser import ActionLimits, parse_response
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery, PolicyFailed
 from mailroom.orchestrator.transport.evidence_sink import EvidenceSink
@@ -30,13 +31,14 @@ _VIRTUAL_ENDPOINT = Endpoint(Path("/endpoint"))
 class PolicyObservation:
     """What an in-process policy sees: the public document and the decoded images."""
 
-    document: Observation
+    document: Observation | ObservationV2
     images: dict[str, npt.NDArray[np.uint8]]
 
 
 class Policy(Protocol):
     def act(self, observation: PolicyObservation) -> object:
-        """Return a `mailroom.response/v1` document (or anything: it is judged as sent)."""
+        """Return a response document in the observation's protocol (or anything: it is
+        judged as sent)."""
         ...
 
 
