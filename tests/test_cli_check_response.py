@@ -112,3 +112,41 @@ def test_the_human_output_lists_codes_and_exits_nonzero(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == ""
     for code in BY_NAME["many_problems_in_order"].expect[1]:
         assert f"{code}:" in proc.stderr
+
+
+def _check_against(observation: Path, response: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            *(mailroom_exe(), "check-response", str(response)),
+            *("--observation", str(observation), "--json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_response_is_checked_against_the_observation_it_answers(tmp_path: Path) -> None:
+    """With --observation (here protocol v2's example: 4 numbers in [-1, 1]) the response
+    is held to that observation's request id, sequence, version and action spec."""
+    from test_protocol_v2 import EXAMPLES, OBSERVATION
+
+    observation = tmp_path / "obs-3.json"
+    observation.write_text(json.dumps(OBSERVATION), encoding="utf-8")
+    [act] = EXAMPLES["response-act"]
+    good = tmp_path / "resp-3.json"
+    good.write_text(json.dumps(act), encoding="utf-8")
+    accepted = _check_against(observation, good)
+    assert accepted.returncode == 0 and json.loads(accepted.stdout)["outcome"] == "accepted"
+    seven = {**act, "actions": [[0.0] * 7]}
+    good.write_text(json.dumps(seven), encoding="utf-8")
+    refused = _check_against(observation, good)
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["reasons"] == ["wrong_vector_length"]
+    # Named for another observation: the loop would end the episode.
+    other = tmp_path / "resp-4.json"
+    other.write_text(json.dumps(act), encoding="utf-8")
+    assert json.loads(_check_against(observation, other).stdout)["reasons"] == ["wrong_file_name"]
+    observation.write_text(json.dumps({**OBSERVATION, "sequence": 0}), encoding="utf-8")
+    bad = _check_against(observation, good)
+    assert bad.returncode == 2 and "is not a valid mailroom.observation/v2" in bad.stderr

@@ -6,6 +6,7 @@ the frozen parser), so an actor's author sees the reason codes the loop would re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mailroom.mailbox.claim import read_response_copy
@@ -18,16 +19,54 @@ from mailroom.mailbox.parser import (
     is_request_id,
     parse_response,
 )
+from mailroom.mailbox.protocol import PROTOCOLS
+from mailroom.mailbox.schemas import schema_errors
 
 # Without an observation to match, any well-formed id the file carries is taken as
 # the awaited one; a file without one is judged against this placeholder.
 NO_REQUEST_ID = "0" * 32
 
 
+class ObservationFileError(ValueError):
+    """An observation given to check a response against that is not one; for people."""
+
+
+def limits_of_observation(file: Path) -> tuple[str, int, ActionLimits]:
+    """The request id, sequence and action limits an observation file (v1 or v2) holds
+    its response to, exactly as the loop would."""
+    try:
+        document = json.loads(file.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ObservationFileError(f"cannot read {file} as JSON: {exc}") from exc
+    kind = document.get("schema") if isinstance(document, dict) else None
+    protocol = next((p for p in PROTOCOLS.values() if p.observation_schema == kind), None)
+    if protocol is None:
+        known = ", ".join(p.observation_schema for p in PROTOCOLS.values())
+        raise ObservationFileError(f"{file} is not an observation ({known})")
+    errors = schema_errors(protocol.observation_schema, document)
+    if errors:
+        raise ObservationFileError(f"{file} is not a valid {kind}: {errors[0][:200]}")
+    spec = document["action_spec"]
+    limits = ActionLimits(
+        max_chunk=spec["max_chunk"],
+        low=spec["low"],
+        high=spec["high"],
+        dimension=spec["dimension"],
+        response_schema=protocol.response_schema,
+    )
+    return document["request_id"], document["sequence"], limits
+
+
 def check_file(
-    file: Path, *, request_id: str | None, max_chunk: int, sequence: int | None
+    file: Path,
+    *,
+    request_id: str | None,
+    max_chunk: int,
+    sequence: int | None,
+    limits: ActionLimits | None = None,
 ) -> dict[str, object]:
-    """The loop's verdict on `file`: outcome, reason codes and messages."""
+    """The loop's verdict on `file`: outcome, reason codes and messages (held to
+    `limits`, an observation's, or else protocol v1's with `max_chunk`)."""
     outcome: object
     expected_name = None if sequence is None else f"resp-{sequence}.json"
     if expected_name is not None and file.name != expected_name:
@@ -46,7 +85,9 @@ def check_file(
                 carried = value.get("request_id") if isinstance(value, dict) else None
                 expected = carried if is_request_id(carried) else NO_REQUEST_ID
             outcome = parse_response(
-                data, expected_request_id=expected, limits=ActionLimits(max_chunk=max_chunk)
+                data,
+                expected_request_id=expected,
+                limits=ActionLimits(max_chunk=max_chunk) if limits is None else limits,
             )
     if isinstance(outcome, ProtocolError):
         return {
