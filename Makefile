@@ -100,14 +100,14 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
 	$(BIN)/mypy tests setup.py
 
-# The slowest tests are listed at the end: the suite is kept under about 35 minutes.
+# The slowest tests are listed at the end.
 test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
 	$(BIN)/pytest --durations=40
 
-# For a quick look while working: lint, types and the tests that need no simulator,
-# no Ray cluster and no long soak (make test runs everything).
+# For a quick look while working: lint, types and the quick tests (tests/unit and
+# tests/contract: no simulator, no sandbox, no cluster). make test runs everything.
 test-fast: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
-	$(BIN)/pytest -q -m "not sim and not cluster and not slow and not stress"
+	$(BIN)/pytest -q tests/unit tests/contract
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(AGENT_CLIS)/node_modules

@@ -1,7 +1,7 @@
 """Pydantic mirrors of the frozen mailbox schemas (protocol v1).
 
 The JSON Schemas in `schemas/` are the contract; these models must agree with them
-(tests/test_schema_model_agreement.py proves it on valid and invalid examples).
+(tests/contract/test_schema_model_agreement.py proves it on valid and invalid examples).
 
 Python code may leave the protocol constants (`schema`, `history`, the action
 specification's fixed values, ...) to their defaults. A document read from JSON

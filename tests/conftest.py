@@ -1,4 +1,14 @@
-"""Shared test helpers: the repository, the project's executables, leak scanning."""
+"""Shared test helpers: the repository, the project's executables, leak scanning; and
+each test's marker, from its folder.
+
+The tests are laid out by cost, then by room: `unit/` and `contract/` (no simulator, no
+sandbox, quick: `make test-fast`), `integration/` (the real `mailroom` command as a
+user runs it, a built wheel, heavier work in one process), `sandbox/` (real actors,
+sandboxes, launches and the provider gateway), `stress/` (long soaks), `sim/` (the real
+LIBERO simulator), `cluster/` (a real local Ray cluster), `browser/` (Debian's
+chromium); `support/` holds what they share (test actors, provider stand-ins, the toy
+families, older records). A test's marker is its folder's, set here and nowhere else,
+so a file's place and its marker cannot disagree."""
 
 from __future__ import annotations
 
@@ -18,6 +28,10 @@ from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.outer_identity import leftover_processes
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+SUPPORT = TESTS / "support"
+# The folders tests live in, each its marker (pyproject.toml declares them).
+TEST_FOLDERS = ("unit", "contract", "integration", "sandbox", "stress", "sim", "cluster", "browser")
 BIN = Path(sys.executable).parent
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -114,6 +128,15 @@ def leaks_under(root: Path, needles: Iterable[str]) -> list[str]:
     return found
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test is marked with its folder (`-m sim`, `-m "not sandbox"`, ...)."""
+    for item in items:
+        folder = item.path.relative_to(TESTS).parts[0]
+        if folder not in TEST_FOLDERS:
+            raise pytest.UsageError(f"{item.path}: a test lives in one of {TEST_FOLDERS}")
+        item.add_marker(getattr(pytest.mark, folder))
+
+
 @pytest.fixture
 def repo() -> Path:
     return REPO
@@ -190,5 +213,5 @@ def copied_actor(directory: Path, name: str) -> Path:
     """A test actor copied out of the project: an actor never sees the project."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / name
-    shutil.copyfile(REPO / "tests" / "actors" / name, target)
+    shutil.copyfile(SUPPORT / "actors" / name, target)
     return target

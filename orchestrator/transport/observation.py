@@ -3,7 +3,7 @@
 `build_observation` gives the pydantic model (what an in-process policy receives);
 `observation_document` gives the same wire document as a plain dict, without the
 model's round trip, for the mailbox's per-decision path. Both are built from the same
-fields: tests/test_observation_document.py proves they agree and that the document
+fields: tests/unit/test_observation_document.py proves they agree and that the document
 meets the frozen schema.
 """
 

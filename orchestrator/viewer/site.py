@@ -5,7 +5,8 @@
     OUT/attempts/<attempt>/index.html    one page per attempt
     OUT/attempts/<attempt>/observations  the delivered images, copied
     OUT/attempts/<attempt>/videos        both camera videos, copied (H.264 in MP4, which
-                                         Debian's Chromium plays: tests/test_viewer_browser.py)
+                                         Debian's Chromium plays:
+                                         tests/browser/test_viewer_browser.py)
 
 When the run's profile declares that its actor's standard output is the agent's own account
 of its work (`"actor": {"trace": ...}`), each policy call also shows the steps of that

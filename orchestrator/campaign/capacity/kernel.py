@@ -4,7 +4,7 @@ Each live episode holds, in its worker, descriptors, an inotify watch and thread
 on the machine, a bubblewrap sandbox (two bubblewrap processes and the actor, each in a
 user namespace of its own). The costs below were measured on a worker of 40 and of 300
 live episodes (the fake simulator and a sandboxed actor held at its second decision:
-`tests/test_live_episodes_at_scale.py`, which checks them again on every run); they
+`tests/stress/test_live_episodes_at_scale.py`, which checks them again on every run); they
 grow exactly linearly. `check` multiplies them by the live episodes a launch can have
 and compares each with its limit (`KernelLimits`), taking what is in use already where
 a limit is shared; `refusal` words the first that does not fit, with what to change.

@@ -28,7 +28,7 @@ from mailroom.orchestrator.campaign.capacity.memory import (
 )
 from mailroom.orchestrator.sim.parked import Holding
 
-# 300 live episodes were held by one worker in `tests/test_live_episodes_at_scale.py`
+# 300 live episodes were held by one worker in `tests/stress/test_live_episodes_at_scale.py`
 # and 200 by two in the bench's parked section (docs/performance.md); CPU admission
 # kept the queueing delay p95 at 249 ms there. Past this the cap is the operator's call.
 PARKED_SLOTS_CEILING = 256
