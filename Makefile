@@ -20,7 +20,7 @@ AGENT_CLIS := agent_clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
 AGENT_SPECS := $(wildcard agents/*/install.json)
 
-.PHONY: demo test test-fast lint typecheck system-deps agent-clis lock clean
+.PHONY: demo test test-fast lint typecheck system-deps agent-clis lock docs clean
 
 $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
 	@$(MAKE) --no-print-directory system-deps
@@ -98,7 +98,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
-	$(BIN)/mypy tests setup.py
+	$(BIN)/mypy tests setup.py docs/hooks
 
 # The slowest tests are listed at the end.
 test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
@@ -108,6 +108,11 @@ test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
 # tests/contract: no simulator, no sandbox, no cluster). make test runs everything.
 test-fast: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
 	$(BIN)/pytest -q tests/unit tests/contract
+
+# The documentation site (mkdocs.yml) into site/ (ignored), strict: a warning, a broken
+# link or a missing page fails it; tests/browser/test_docs_site.py builds it the same way.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build *.egg-info $(AGENT_CLIS)/node_modules
