@@ -45,6 +45,14 @@ SEEN_THEN_STOPPED = (
 )
 
 
+def stopped_reason(signal_name: str) -> str:
+    """Why an attempt a person's stop cut short has an errored result."""
+    return (
+        f"the launch was stopped ({signal_name}) during this attempt after the actor had "
+        "been shown observations; kept, never silently re-run"
+    )
+
+
 class NestedDirectoriesError(ValueError):
     """The run directory and the mailbox root contain one another."""
 
@@ -226,7 +234,13 @@ def run_campaign(
         stop = request.stop
         outcome = request.executor.run(config, planned.work, request.workers, listener, stop)
         if stop.requested:
-            run.event("launch_stopped", signal=stop.name())
+            # Each attempt the stop cut short after its actor saw an observation is
+            # recorded now, with the reason; one that saw nothing is left for a resume
+            # to run (schedule's rule, the same as a resume's).
+            cut = schedule(request.plan.to_cases(), run).interrupted
+            for seen in cut:
+                record_interrupted(run, seen.attempt_id, reason=stopped_reason(stop.name()))
+            run.event("launch_stopped", signal=stop.name(), interrupted=len(cut))
         else:
             run.event("launch_finished")
     return outcome

@@ -14,6 +14,7 @@ from types import FrameType
 
 from mailroom.orchestrator.campaign.stopping import StopRequest
 from mailroom.orchestrator.cli.exits import EXIT_INTERRUPTED, EXIT_TERMINATED
+from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory
 
 EXIT_CODES = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
@@ -53,9 +54,13 @@ def stopping_on_signals(stop: StopRequest, run_dir: Path) -> Iterator[None]:
 def stopping_words(signame: str) -> str:
     """What the launch says as it starts to stop."""
     return (
-        f"stopping ({signame}): no new episode starts; the live ones end without a result, "
-        "for `mailroom resume` (a second signal stops at once)"
+        f"stopping ({signame}): no new episode starts; the live ones end and are recorded "
+        "as interrupted (a second signal stops at once)"
     )
+
+
+def _interrupted(result: object) -> bool:
+    return isinstance(result, EpisodeResult) and any(e.kind == "interrupted" for e in result.errors)
 
 
 def stopped_words(signum: int, run_dir: Path, case_ids: Iterable[str]) -> list[str]:
@@ -68,13 +73,14 @@ def stopped_words(signum: int, run_dir: Path, case_ids: Iterable[str]) -> list[s
     latest = {record.case_id: record for record in run.attempts()}  # in attempt order
     cases = list(case_ids)
     attempts = [latest[c] for c in cases if c in latest]
-    recorded = sum(a.result is not None for a in attempts)
-    unrecorded = len(attempts) - recorded
+    interrupted = sum(_interrupted(a.result) for a in attempts)
+    finished = sum(a.result is not None for a in attempts) - interrupted
+    unseen = len(attempts) - finished - interrupted
     return [
-        f"stopped by {heard}: {recorded} attempt(s) recorded, {unrecorded} left unrecorded "
-        f"(cut short), {len(cases) - len(attempts)} of the plan's {len(cases)} case(s) not "
-        "started",
+        f"stopped by {heard}: {finished} attempt(s) finished, {interrupted} cut short and "
+        f"recorded as interrupted, {unseen} cut short before their actor saw anything, "
+        f"{len(cases) - len(attempts)} of the plan's {len(cases)} case(s) not started",
         f"to continue: {resume_command(run_dir)}",
-        "(it records an unrecorded attempt whose actor saw observations as interrupted, "
-        "never re-run, and runs the others)",
+        "(it runs the cases not started and those cut short before their actor saw "
+        "anything; an interrupted attempt is kept, never re-run)",
     ]

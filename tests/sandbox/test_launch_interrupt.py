@@ -3,12 +3,12 @@ or SIGTERM (to the launch alone), sent while an attempt is live.
 
 A real `mailroom launch` of the toy family (its fake simulator, installed by
 `test_toy_family.install_toy_family`) with sandboxed diagnostic actors that think a few
-seconds: one slot, so one attempt is recorded, the next is live when the signal lands and the rest
-wait. The launch exits 130 (143), says on stderr what it recorded and left unrecorded
-and the command that continues it, prints no "Aborted!", no leaked-semaphore warning
-and no traceback, and leaves no process behind. The printed command then completes
-the run: the cut-short attempt recorded as interrupted, the others run, the recorded
-one untouched.
+seconds: one slot, so one attempt is recorded, the next is live when the signal lands
+and the rest wait. The launch exits 130 (143), records the live attempt as interrupted
+with the reason, says on stderr what the run holds and the command that continues it,
+prints no "Aborted!", no leaked-semaphore warning and no traceback, and leaves no
+process behind. The printed command then completes the run: the cases not started
+run, the recorded attempts stay as they were.
 """
 
 from __future__ import annotations
@@ -168,17 +168,32 @@ def test_a_stopped_launch_says_how_to_continue_and_resume_completes_it(
         assert unwanted not in stderr, stderr[-3000:]
     assert f"stopping ({sent.name})" in stderr
     said = re.search(
-        rf"stopped by {re.escape(heard)}: (\d+) attempt\(s\) recorded, (\d+) left "
-        r"unrecorded \(cut short\), (\d+) of the plan's 4 case\(s\) not started",
+        rf"stopped by {re.escape(heard)}: (\d+) attempt\(s\) finished, (\d+) cut short "
+        r"and recorded as interrupted, (\d+) cut short before their actor saw anything, "
+        r"(\d+) of the plan's 4 case\(s\) not started",
         stderr,
     )
     assert said is not None, stderr[-3000:]
-    recorded, unrecorded, not_started = map(int, said.groups())
+    finished, interrupted, unseen, not_started = map(int, said.groups())
     attempts = RunDirectory(run_dir).attempts()
-    assert recorded == sum(a.result is not None for a in attempts) >= 1
-    assert unrecorded == sum(a.result is None for a in attempts) >= 1
+    # The live attempt, whose actor had seen an observation, is recorded by the stop
+    # itself, with the reason; the finished one is untouched.
+    cut_short = [
+        a.attempt_id
+        for a in attempts
+        if isinstance(a.result, EpisodeResult)
+        and [e.kind for e in a.result.errors] == ["interrupted"]
+    ]
+    assert interrupted == len(cut_short) >= 1
+    for attempt in attempts:
+        if attempt.attempt_id in cut_short:
+            assert isinstance(attempt.result, EpisodeResult)
+            assert f"stopped ({sent.name})" in attempt.result.errors[0].message
+    assert finished == sum(a.result is not None for a in attempts) - interrupted >= 1
+    assert unseen == sum(a.result is None for a in attempts)
     assert not_started == 4 - len(attempts)
-    cut_short = [a.attempt_id for a in attempts if a.result is None]
+    stopped = [e for e in RunDirectory(run_dir).events() if e.get("event") == "launch_stopped"]
+    assert [(e["signal"], e["interrupted"]) for e in stopped] == [(sent.name, interrupted)]
     kept = _results(attempts)
     assert _left(below) == []
     assert sandbox_processes_left(run_dir) == []
