@@ -10,7 +10,9 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertica
 table.identity th { background: #f3f3f3; font-weight: 600; }
 table.identity td { overflow-wrap: anywhere; }  /* a long task name breaks, not the page */
 /* Wide tables fit the window: their cells wrap where they have spaces, but attempt names. */
-table.attempts td:first-child { white-space: nowrap; }
+table.attempts { font-size: 0.9em; }
+table.attempts td:first-child a { white-space: nowrap; }
+table.attempts div.instruction { color: #444; font-size: 0.9em; max-width: 26em; }
 /* A long error code or a model name an actor's provider gave breaks rather than widen it. */
 table.attempts td.error, table.usage-models td:first-child { overflow-wrap: anywhere; }
 table.suites .interval { color: #555; font-size: 0.9em; }
@@ -40,7 +42,7 @@ details.account > summary { cursor: pointer; color: #6a3d5a; font-style: italic;
 .step-head .line, .step-result { color: #666; font-weight: normal; }
 """
 
-# Filters the run page's attempts by suite, outcome and termination.
+# Filters the run page's attempts by suite, outcome, blinded and termination.
 SCRIPT = """
 "use strict";
 document.addEventListener("DOMContentLoaded", function () {

@@ -221,7 +221,7 @@ def _identity(manifest: dict[str, Any], report: Report, run_dir: Path) -> list[t
         ("budget mode", settings.get("budget_mode")),
         ("max policy calls (D)", settings.get("max_policy_calls")),
         ("replan interval (K)", settings.get("replan_interval")),
-        ("max chunk", settings.get("max_chunk") or settings.get("replan_interval")),
+        ("max chunk", _max_chunk(settings)),
         ("invalid-action handling", settings.get("invalid_action_handling")),
         ("proprioception", settings.get("proprio")),
         ("response timeout (s)", settings.get("response_timeout_s")),
@@ -253,6 +253,13 @@ def _read_run(index: int, run_dir: Path) -> tuple[str, RunDirectory, Report, dic
     return run_key(index, run_dir), run, build_report(run_dir), run.read_manifest()
 
 
+def _max_chunk(settings: dict[str, Any]) -> object:
+    """The most actions a response may carry: a run that leaves `max_chunk` unset (null)
+    allows its replan interval (`RunSettings.chunk_limit`)."""
+    chunk = settings.get("max_chunk")
+    return chunk if chunk is not None else settings.get("replan_interval")
+
+
 def _groups(manifests: dict[str, dict[str, Any]]) -> list[SettingsGroup]:
     """Runs grouped by their protocol settings (compare's `settings_differences`)."""
     groups: list[SettingsGroup] = []
@@ -264,6 +271,7 @@ def _groups(manifests: dict[str, dict[str, Any]]) -> list[SettingsGroup]:
         else:
             declared = manifest.get("settings", {})
             settings = {name: declared.get(name) for name in PROTOCOL_SETTINGS}
+            settings["max_chunk"] = _max_chunk(declared)
             groups.append(SettingsGroup(len(groups) + 1, settings, [key]))
     return groups
 

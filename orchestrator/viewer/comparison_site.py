@@ -31,6 +31,7 @@ table.runs th a { font-weight: 600; }
 table.runs td, table.shared td { overflow-wrap: anywhere; }
 table.runs { table-layout: fixed; width: 100%; }
 svg.wilson { background: #fff; border: 1px solid #ddd; display: block; }
+svg.wilson { max-width: 100%; height: auto; }
 svg.wilson text { font-size: 11px; fill: #333; }
 section.group { border-top: 2px solid #888; margin-top: 1.5em; }
 section.pair { border-top: 1px solid #ccc; margin-top: 1em; }

@@ -12,7 +12,12 @@ from mailroom.orchestrator.results.proportions import Interval
 from mailroom.orchestrator.results.reporter import Report, simulator_label
 from mailroom.orchestrator.results.usage import usd_text
 from mailroom.orchestrator.viewer.markup import LIVE_REFRESH_S, esc, page, table
-from mailroom.orchestrator.viewer.readable import ABSENT, readable_percent
+from mailroom.orchestrator.viewer.readable import (
+    ABSENT,
+    readable_bool,
+    readable_duration_s,
+    readable_percent,
+)
 from mailroom.orchestrator.viewer.run_identity import identity_table
 from mailroom.orchestrator.viewer.run_usage import usage_section
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline
@@ -60,14 +65,19 @@ def _suite_rows(report: Report) -> list[list[str]]:
 
 
 AttemptRow = dict[str, str]
+# The attempts table's columns. A row (`attempt_row`) also holds its case's `suite`,
+# `task` and `state`, shown together in `case`, and the `instruction` its actor was
+# handed, shown under the attempt's name: the table fits a 1280-pixel window.
 ATTEMPT_COLUMNS = (
     "attempt",
-    "suite",
-    "task",
-    "state",
+    "case",
     "outcome",
+    # "no" for an attempt disclosed or run not blinded: what the report's "not blinded"
+    # counts, attempt by attempt.
+    "blinded",
     "termination",
     "policy calls",
+    "median latency",
     "controls",
     "simulator",
     "error",
@@ -78,17 +88,22 @@ ATTEMPT_COLUMNS = (
 )
 
 
-def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
-    """The run page's row of an attempt (keys: `ATTEMPT_COLUMNS`)."""
+def attempt_row(timeline: AttemptTimeline, latest: bool, blinded: bool = True) -> AttemptRow:
+    """The run page's row of an attempt (keys: `ATTEMPT_COLUMNS`); `blinded` is false for
+    an attempt the report counts as not blinded (disclosed, or run not blinded)."""
     result = timeline.result
     row: AttemptRow = {
         "attempt": timeline.attempt_id,
         "suite": "",
         "task": "",
         "state": "",
+        "case": "",
+        "instruction": "",
         "outcome": "running" if result is None else "corrupt",
+        "blinded": "",
         "termination": "",
         "policy calls": "",
+        "median latency": "",
         "controls": "",
         "cost": "",
         "simulator": "",
@@ -99,7 +114,11 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
         row["suite"] = result.case.suite
         row["task"] = str(result.case.task_index)
         row["state"] = str(result.case.init_state_index)
+        row["case"] = f"{row['suite']} task {row['task']} state {row['state']}"
+        row["instruction"] = result.case.instruction
         row["outcome"] = result.outcome
+        row["blinded"] = readable_bool(blinded)
+        row["median latency"] = _median_latency(result)
         row["termination"] = result.termination or result.truncation or ""
         row["policy calls"] = str(result.counters.policy_calls)
         row["controls"] = str(result.counters.executed_controls)
@@ -111,6 +130,13 @@ def attempt_row(timeline: AttemptTimeline, latest: bool) -> AttemptRow:
     return row
 
 
+def _median_latency(result: EpisodeResult) -> str:
+    """The median time an answer took, from its observation's publication (a dash for an
+    attempt that answered nothing)."""
+    median = result.latency.median_ms
+    return ABSENT if median is None else readable_duration_s(median / 1000)
+
+
 def _attempt_cost(result: EpisodeResult) -> str:
     """An attempt's cost for its row: a dash where nothing was metered (null)."""
     usage = result.usage
@@ -119,7 +145,7 @@ def _attempt_cost(result: EpisodeResult) -> str:
     return usd_text(usage.cost)
 
 
-FILTERS = ("suite", "outcome", "termination")
+FILTERS = ("suite", "outcome", "blinded", "termination")
 
 
 def run_page(
@@ -163,8 +189,11 @@ def run_page(
     for r in rows:
         data = " ".join(f'data-{f}="{esc(r[f])}"' for f in FILTERS)
         link = f'<a href="attempts/{esc(r["attempt"])}/index.html">{esc(r["attempt"])}</a>'
+        instruction = (
+            f'<div class="instruction">{esc(r["instruction"])}</div>' if r["instruction"] else ""
+        )
         cells = [
-            f"<td>{link}</td>",
+            f"<td>{link}{instruction}</td>",
             *(
                 # The error cell may break inside a long code rather than widen the page.
                 f'<td class="error">{esc(r[h])}</td>' if h == "error" else f"<td>{esc(r[h])}</td>"

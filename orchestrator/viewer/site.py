@@ -101,6 +101,7 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
     live = run.in_use()
     report = build_report(run_dir)
     superseded = set(report.superseded_attempts)
+    not_blinded = set(report.not_blinded_attempts)
     manifest = run.read_manifest()
     shape = run_shape(run, manifest)
     trace_format = declared_trace(manifest)
@@ -124,7 +125,13 @@ def build_site(run_dir: Path, out: Path) -> SiteSummary:
             trace=trace,
         )
         written += write_if_changed(folder / "index.html", page)
-        rows.append(attempt_row(timeline, latest=record.attempt_id not in superseded))
+        rows.append(
+            attempt_row(
+                timeline,
+                latest=record.attempt_id not in superseded,
+                blinded=record.attempt_id not in not_blinded,
+            )
+        )
     written += write_if_changed(out / "style.css", STYLE)
     written += write_if_changed(out / "viewer.js", SCRIPT)
     note = _account_note(trace_format, unreadable, len(records))

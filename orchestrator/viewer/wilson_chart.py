@@ -16,8 +16,11 @@ from mailroom.orchestrator.results.proportions import Interval
 
 RateName = Literal["selected", "completed"]
 
-WIDTH = 720
-LEFT, RIGHT, TOP, ROW, AXIS = 230, 90, 8, 18, 34
+PLOT, RIGHT, TOP, ROW, AXIS = 400, 90, 8, 18, 34
+# The row labels' column is as wide as its longest label (at most `MAX_LABEL_CHARS`
+# characters, a longer one cut with its whole text as a tooltip), at `CHAR_PX` a
+# character: a bound of the chart font's widest, so no label runs off the left edge.
+CHAR_PX, MAX_LABEL_CHARS, MIN_LEFT = 7.5, 48, 120
 COLOURS: dict[RateName, str] = {"selected": "#1f5fa8", "completed": "#b05a00"}
 
 
@@ -34,17 +37,28 @@ class ChartRow:
     interval: Interval | None
 
 
-def _x(value: float) -> float:
-    return LEFT + (WIDTH - LEFT - RIGHT) * max(0.0, min(1.0, value))
+def _label(row: ChartRow) -> str:
+    return f"{row.label} / {row.rate_name}"
+
+
+def _shown(label: str) -> str:
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def wilson_chart(title: str, rows: Sequence[ChartRow]) -> str:
     """One horizontal interval per row on a 0 to 100% axis, the rate as a dot, the
     denominator at the right; a row without cases says n/a instead."""
+    longest = max((len(_shown(_label(r))) for r in rows), default=0)
+    left = max(MIN_LEFT, round(longest * CHAR_PX) + 16)
+    width = left + PLOT + RIGHT
+
+    def _x(value: float) -> float:
+        return left + PLOT * max(0.0, min(1.0, value))
+
     height = TOP + ROW * len(rows) + AXIS
     parts = [
-        f'<svg class="wilson" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}"'
-        f' width="{WIDTH}" height="{height}" role="img"'
+        f'<svg class="wilson" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}"'
+        f' width="{width}" height="{height}" role="img"'
         f' aria-label="{escape(title, quote=True)}">'
     ]
     bottom = TOP + ROW * len(rows)
@@ -58,9 +72,12 @@ def wilson_chart(title: str, rows: Sequence[ChartRow]) -> str:
     for index, row in enumerate(rows):
         y = TOP + ROW * index + ROW / 2
         colour = COLOURS[row.rate_name]
-        label = f"{row.label} / {row.rate_name}"
+        label = _label(row)
+        shown = _shown(label)
+        tip = f"<title>{escape(label)}</title>" if shown != label else ""
         parts.append(
-            f'<text x="{LEFT - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(label)}</text>'
+            f'<text class="run-label" x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{tip}{escape(shown)}</text>"
         )
         data = (
             f'data-run="{escape(row.run_key, quote=True)}" data-rate="{row.rate_name}"'
@@ -81,10 +98,10 @@ def wilson_chart(title: str, rows: Sequence[ChartRow]) -> str:
                 f' fill="{colour}"/>'
             )
         parts.append(
-            f'<text x="{WIDTH - RIGHT + 8}" y="{y + 4:.1f}">{row.success}/{row.denominator}</text>'
+            f'<text x="{width - RIGHT + 8}" y="{y + 4:.1f}">{row.success}/{row.denominator}</text>'
         )
     parts.append(
-        f'<text x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{height - 4}" text-anchor="middle">'
+        f'<text x="{left + PLOT / 2:.0f}" y="{height - 4}" text-anchor="middle">'
         "success rate: dot, Wilson 95% interval: bar; successes/denominator at the right"
         "</text></svg>"
     )

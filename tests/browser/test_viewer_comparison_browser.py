@@ -87,6 +87,15 @@ def test_the_index_loads_with_its_charts_and_the_clis_numbers(
     assert not re.search(r"\b(?:True|False|None)\b|\{'|\['", page.locator("body").inner_text())
     width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], width  # nothing wider than a 1280-pixel window
+    # Every run's label lies inside its chart, none cut at the left edge; each settings
+    # group says the chunk its runs allowed, never a dash for a null that meant K.
+    lefts = page.evaluate(
+        "() => Array.from(document.querySelectorAll('svg.wilson text.run-label'))"
+        ".map(t => t.getBBox().x)"
+    )
+    assert lefts and min(lefts) >= 0, lefts
+    for line in page.locator("p.settings").all_inner_texts():
+        assert "max chunk: —" not in line and "max chunk: " in line, line
     assert view.errors() == []
     assert view.keep("viewer-comparison-index.png").stat().st_size > 10_000
 

@@ -12,9 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from conftest import mailroom_exe, served_url
+from mailroom.benchmarks.libero.catalog import load_catalog
 from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
+from mailroom.orchestrator.audit.disclosure import record_disclosure, resolve_attempt
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.attempt_page import attempt_page
 from mailroom.orchestrator.viewer.chart import action_chart
 from mailroom.orchestrator.viewer.markup import CSP
@@ -118,8 +121,8 @@ def _simulator_cells(index: str) -> dict[str, str]:
     """Each attempt's `simulator` cell in the run page's attempts table."""
     cells: dict[str, str] = {}
     for row in re.findall(r'<tr class="attempt".*?</tr>', index):
-        shown = re.findall(r"<td>(.*?)</td>", row)
-        attempt = re.sub(r"<[^>]*>", "", shown[0])
+        shown = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        attempt = re.sub(r"<[^>]*>", "", shown[0].split("</a>")[0])
         cells[attempt] = shown[ATTEMPT_COLUMNS.index("simulator")]
     return cells
 
@@ -232,3 +235,39 @@ def test_diagnostics_are_shown_apart_and_labelled_never_a_score(tmp_path: Path) 
     page = (tmp_path / "site" / "attempts" / directory.name / "index.html").read_text()
     assert "Post-episode diagnostics (from mailroom replay): never a score" in page
     assert "control 5" in page
+
+
+def _row_cells(index: str) -> dict[str, dict[str, str]]:
+    """Each attempt's row of the run page, column by column."""
+    rows: dict[str, dict[str, str]] = {}
+    for row in re.findall(r'<tr class="attempt".*?</tr>', index):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+        shown = [re.sub(r"<[^>]*>", "", c) for c in cells]
+        attempt = re.sub(r"<[^>]*>", "", cells[0].split("</a>")[0])
+        rows[attempt] = dict(zip(ATTEMPT_COLUMNS, shown, strict=False))
+    return rows
+
+
+def test_each_attempt_says_whether_it_was_blinded_its_instruction_and_median_latency(
+    tmp_path: Path,
+) -> None:
+    """What the report's "not blinded" counts, attempt by attempt: a disclosed attempt's
+    row says so, beside the instruction it was handed and its median answer time."""
+    run, cases = make_run(tmp_path, proprio=False, run_id="run-disclosed")
+    for case in cases[:2]:
+        write_result(run, case, 1, outcome="failure", executed=10, proprio=False)
+    disclosed, kept = cases[0].attempt_id(1), cases[1].attempt_id(1)
+    record_disclosure(run, resolve_attempt(run, disclosed), "the task name reached its actor")
+    out = tmp_path / "site"
+    build_site(run.root, out)
+    index = (out / "index.html").read_text()
+    rows = _row_cells(index)
+    assert (rows[disclosed]["blinded"], rows[kept]["blinded"]) == ("no", "yes")
+    entry = load_catalog().entry(cases[0].suite, cases[0].task_index)
+    # The instruction is shown under the attempt's name; the case names suite, task, state.
+    assert rows[disclosed]["attempt"] == disclosed + entry.instruction
+    assert f'<div class="instruction">{entry.instruction}</div>' in index
+    assert rows[disclosed]["case"] == f"{cases[0].suite} task {cases[0].task_index} state 0"
+    assert rows[disclosed]["median latency"] == "12.5 ms"  # the result's median
+    assert '<option value="no">no</option>' in index  # the blinded filter
+    assert build_report(run.root).not_blinded_attempts == [disclosed]

@@ -36,7 +36,12 @@ from mailroom.orchestrator.viewer.comparison_data import read_comparison, run_ke
 from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
 from mailroom.orchestrator.viewer.markup import CSP
 from mailroom.orchestrator.viewer.readable import readable_duration_ms
-from mailroom.orchestrator.viewer.wilson_chart import ChartRow, wilson_chart
+from mailroom.orchestrator.viewer.wilson_chart import (
+    CHAR_PX,
+    MAX_LABEL_CHARS,
+    ChartRow,
+    wilson_chart,
+)
 from test_compare import _run as synthetic_run
 from test_export import write_result
 from test_kept_catalog import CELLS, _para_run
@@ -360,6 +365,32 @@ def test_the_chart_draws_what_it_is_given_and_escapes_labels() -> None:
     assert svg.count('<line class="interval"') == 1 and "n/a (no case)" in svg
     assert "<b>" not in svg and "&lt;b&gt;a&lt;/b&gt; / selected" in svg
     assert 'aria-label="&lt;title&gt;"' in svg
+
+
+def test_a_long_run_label_widens_its_column_and_is_cut_with_its_whole_text_kept() -> None:
+    """A run's label never starts left of the chart: the label column is as wide as the
+    longest label it shows, and a label past its cap is cut, its whole text a tooltip."""
+    full = wilson_interval(3, 4)
+    name = "scripted_diagnostic-20261206T133946Z-b953 (scripted_diagnostic)"
+    short = [ChartRow("1-a", "a (p)", "selected", 3, 4, 0.75, full)]
+    long = [ChartRow("2-b", name, "completed", 3, 4, 0.75, full)]
+
+    def left_of(svg: str) -> float:
+        found = re.search(r'<text class="run-label" x="([0-9.]+)"', svg)
+        assert found is not None
+        return float(found.group(1))
+
+    def width_of(svg: str) -> int:
+        found = re.search(r'viewBox="0 0 (\d+) ', svg)
+        assert found is not None
+        return int(found.group(1))
+
+    narrow, wide = wilson_chart("t", short), wilson_chart("t", long)
+    assert left_of(wide) > left_of(narrow) and width_of(wide) > width_of(narrow)
+    shown = f"{name} / completed"[: MAX_LABEL_CHARS - 1] + "…"
+    assert f"<title>{name} / completed</title>{shown}</text>" in wide
+    # Its right-aligned end at x = left - 8 leaves room for every character shown.
+    assert left_of(wide) - len(shown) * CHAR_PX >= 0
 
 
 def test_the_served_comparison_rebuilds_while_a_launch_holds_a_run(tmp_path: Path) -> None:
