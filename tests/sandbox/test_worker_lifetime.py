@@ -445,13 +445,13 @@ COORDINATOR = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {folders!r}
     from test_worker_lifetime import cases, config
     from mailroom.orchestrator.campaign.coordinator import Work, run_work
     launch = config(Path(sys.argv[1]), Path(sys.argv[2]), slots=2, think_s=0.5)
     run_work(launch, [Work(c, 1) for c in cases(40)], 2, lambda *_: None)
     """
-).format(tests=str(REPO / "tests"))
+).format(folders=[str(Path(__file__).parent), str(REPO / "tests"), str(REPO / "tests" / "support")])
 
 
 def test_a_killed_launch_leaves_no_worker_or_actor(tmp_path: Path, mailbox_root: Path) -> None:
