@@ -2,7 +2,9 @@
 
 The signal handler only sets it; the executor looks at it between reports, ends its
 workers (each live episode unwinds: its actor stopped, no result written) and starts
-nothing more. Attempts cut short stay without a result, for `mailroom resume`."""
+nothing more. The launch then records each attempt cut short after its actor saw an
+observation as interrupted (`campaign/launch.py`); one that saw nothing is left for
+`mailroom resume` to run."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.collector_freeze import settle_heap, thaw_heap
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.families.registry import family
+from mailroom.orchestrator.families.registry import family, family_protocol
 from mailroom.orchestrator.packages.errors import PackageError
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import (
@@ -45,7 +45,6 @@ from mailroom.orchestrator.sim.base import (
     TaskIdentity,
     simulator_holding,
 )
-from mailroom.orchestrator.sim.specs import protocol_for
 from mailroom.orchestrator.transport.base import (
     DecisionOutcome,
     Delivery,
@@ -483,10 +482,10 @@ class EpisodeRunner:
     def _terms(self, request: EpisodeRequest) -> _Terms:
         settings = self.settings
         control_cap = settings.control_cap(request.reference_horizon)
-        chosen = family(request.identity.benchmark)
+        benchmark = request.identity.benchmark
         spec, limits = published_action(
-            chosen.action_spec,
-            protocol_for(chosen.action_spec, chosen.observation_spec),
+            family(benchmark).action_spec,
+            family_protocol(benchmark),
             replan_interval=settings.replan_interval,
             max_chunk=settings.chunk_limit,
         )

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from mailroom.mailbox.claim import read_response_copy
+from mailroom.mailbox.messages import OBSERVATION_SCHEMA, Observation, from_json
+from mailroom.mailbox.messages_v2 import OBSERVATION_V2_SCHEMA, ObservationV2
 from mailroom.mailbox.parser import (
     ActionLimits,
     Invalid,
@@ -19,8 +21,9 @@ from mailroom.mailbox.parser import (
     is_request_id,
     parse_response,
 )
-from mailroom.mailbox.protocol import PROTOCOLS
 from mailroom.mailbox.schemas import schema_errors
+from mailroom.orchestrator.transport.published_action import response_limits
+from pydantic import ValidationError
 
 # Without an observation to match, any well-formed id the file carries is taken as
 # the awaited one; a file without one is judged against this placeholder.
@@ -33,28 +36,29 @@ class ObservationFileError(ValueError):
 
 def limits_of_observation(file: Path) -> tuple[str, int, ActionLimits]:
     """The request id, sequence and action limits an observation file (v1 or v2) holds
-    its response to, exactly as the loop would."""
+    its response to, exactly as the loop would (`response_limits`)."""
     try:
-        document = json.loads(file.read_bytes())
+        data = file.read_bytes()
+        document = json.loads(data)
     except (OSError, ValueError) as exc:
         raise ObservationFileError(f"cannot read {file} as JSON: {exc}") from exc
     kind = document.get("schema") if isinstance(document, dict) else None
-    protocol = next((p for p in PROTOCOLS.values() if p.observation_schema == kind), None)
-    if protocol is None:
-        known = ", ".join(p.observation_schema for p in PROTOCOLS.values())
+    if kind not in (OBSERVATION_SCHEMA, OBSERVATION_V2_SCHEMA):
+        known = f"{OBSERVATION_SCHEMA}, {OBSERVATION_V2_SCHEMA}"
         raise ObservationFileError(f"{file} is not an observation ({known})")
-    errors = schema_errors(protocol.observation_schema, document)
+    errors = schema_errors(str(kind), document)
     if errors:
         raise ObservationFileError(f"{file} is not a valid {kind}: {errors[0][:200]}")
-    spec = document["action_spec"]
-    limits = ActionLimits(
-        max_chunk=spec["max_chunk"],
-        low=spec["low"],
-        high=spec["high"],
-        dimension=spec["dimension"],
-        response_schema=protocol.response_schema,
-    )
-    return document["request_id"], document["sequence"], limits
+    observation: Observation | ObservationV2
+    try:
+        if kind == OBSERVATION_SCHEMA:
+            observation = from_json(Observation, data)
+        else:
+            observation = from_json(ObservationV2, data)
+    except ValidationError as exc:
+        raise ObservationFileError(f"{file} is not a valid {kind}: {str(exc)[:200]}") from exc
+    limits = response_limits(observation.action_spec)
+    return observation.request_id, observation.sequence, limits
 
 
 def check_file(
