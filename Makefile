@@ -100,9 +100,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
 	$(BIN)/mypy tests setup.py docs/hooks
 
-# The slowest tests are listed at the end.
+# Two workers, each handed whole files (a file's shared simulators and runs are made
+# once), the costliest folders first (tests/conftest.py). The slowest tests are listed
+# at the end.
 test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
-	$(BIN)/pytest --durations=40
+	$(BIN)/pytest -n 2 --dist loadfile --durations=40
 
 # For a quick look while working: lint, types and the quick tests (tests/unit and
 # tests/contract: no simulator, no sandbox, no cluster). make test runs everything.
