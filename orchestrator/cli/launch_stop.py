@@ -5,6 +5,7 @@ holds and how to continue it."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shlex
 import signal
@@ -41,6 +42,7 @@ def stopping_on_signals(stop: StopRequest, run_dir: Path) -> Iterator[None]:
             return
         said = f"\nstopped at once; to continue: {resume_command(run_dir)}\n"
         os.write(2, said.encode(errors="replace"))
+        _release_semaphores()
         os._exit(exit_code(signum))
 
     previous = {sig: signal.signal(sig, handle) for sig in EXIT_CODES}
@@ -49,6 +51,27 @@ def stopping_on_signals(stop: StopRequest, run_dir: Path) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _release_semaphores() -> None:
+    """Unlink and unregister this process's named multiprocessing semaphores (its queues'
+    to the workers), as their finalizers do at a normal exit. Ended at once, the process
+    runs no finalizer: its resource tracker would unlink them itself and print a
+    "leaked semaphore objects" warning after the launch's last line."""
+    import _multiprocessing  # type: ignore[import-not-found]  # no stubs: CPython's own
+    from multiprocessing import resource_tracker
+    from multiprocessing.synchronize import SemLock
+
+    for held in gc.get_objects():
+        if not isinstance(held, SemLock):
+            continue
+        name = getattr(getattr(held, "_semlock", None), "name", None)
+        if not isinstance(name, str):
+            continue
+        with contextlib.suppress(OSError):
+            _multiprocessing.sem_unlink(name)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(name, "semaphore")
 
 
 def stopping_words(signame: str) -> str:

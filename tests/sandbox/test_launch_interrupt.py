@@ -8,7 +8,9 @@ and the rest wait. The launch exits 130 (143), records the live attempt as inter
 with the reason, says on stderr what the run holds and the command that continues it,
 prints no "Aborted!", no leaked-semaphore warning and no traceback, and leaves no
 process behind. The printed command then completes the run: the cases not started
-run, the recorded attempts stay as they were.
+run, the recorded attempts stay as they were. A second Ctrl-C during the stop ends the
+launch at once, still with no leaked semaphore and no process left, and `resume`
+records what it cut short.
 """
 
 from __future__ import annotations
@@ -220,3 +222,55 @@ def test_a_stopped_launch_says_how_to_continue_and_resume_completes_it(
             assert [e.kind for e in attempt.result.errors] == ["interrupted"]
         else:
             assert attempt.result.outcome in ("success", "failure")
+
+
+def test_a_second_ctrl_c_stops_at_once_and_resume_records_what_it_cut_short(
+    launched: tuple[subprocess.Popen[str], Path], toy_env: dict[str, str]
+) -> None:
+    """The second Ctrl-C lands while the first one's stop is under way: the launch ends
+    at once (130), says how to continue, leaves no process and no leaked semaphore, and
+    `resume` records the attempt it cut short as interrupted, then runs the rest."""
+    process, run_dir = launched
+    below = _descendants(process.pid)
+    live = [
+        a.attempt_id
+        for a in RunDirectory(run_dir).attempts()
+        if a.result is None and a.actor_saw_anything()
+    ]
+    assert process.stderr is not None
+    os.killpg(process.pid, signal.SIGINT)
+    said: list[str] = []
+    for line in process.stderr:
+        said.append(line)
+        if "stopping (SIGINT)" in line:
+            break
+    os.killpg(process.pid, signal.SIGINT)
+    said.append(process.stderr.read())  # to its end: the resource tracker's too
+    process.wait(timeout=60)
+    stderr = "".join(said)
+
+    assert process.returncode == 130, stderr[-3000:]
+    assert f"stopped at once; to continue: mailroom resume {run_dir}" in stderr, stderr[-3000:]
+    for unwanted in ("Aborted!", "leaked semaphore", "Traceback", "stopped by"):
+        assert unwanted not in stderr, stderr[-3000:]
+    assert _left(below) == []
+    assert sandbox_processes_left(run_dir) == []
+    # Stopped at once: the attempt that was live has no result yet (resume records it).
+    unrecorded = {a.attempt_id for a in RunDirectory(run_dir).attempts() if a.result is None}
+    assert live and set(live) <= unrecorded
+
+    resumed = subprocess.run(
+        [mailroom_exe(), "resume", str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=toy_env,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    after = {a.attempt_id: a for a in RunDirectory(run_dir).attempts()}
+    assert len({a.case_id for a in after.values()}) == 4
+    for attempt_id in live:
+        result = after[attempt_id].result
+        assert isinstance(result, EpisodeResult)
+        assert [e.kind for e in result.errors] == ["interrupted"]
+    assert all(isinstance(a.result, EpisodeResult) for a in after.values())
