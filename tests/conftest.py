@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from actor_copies import standalone_actor
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.outer_identity import leftover_processes
 
@@ -217,8 +218,10 @@ def kill_sandbox_user(uid: int) -> int:
 
 
 def copied_actor(directory: Path, name: str) -> Path:
-    """A test actor copied out of the project: an actor never sees the project."""
+    """A test actor copied out of the project: an actor never sees the project. The copy
+    stands alone (support/actor_copies.py): a sandbox is handed the actor's file alone,
+    so the mailbox loop the actors share is written into it in place of its import."""
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / name
-    shutil.copyfile(SUPPORT / "actors" / name, target)
+    target.write_bytes(standalone_actor(SUPPORT / "actors" / name))
     return target

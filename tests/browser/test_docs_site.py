@@ -23,16 +23,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import browser_pages
 import click
 import pytest
+from browser_pages import Page
 from conftest import REPO
 from mailroom.orchestrator.cli import exits
 from mailroom.orchestrator.cli.main import main as cli_main
 from mkdocs.config import load_config
 
-# The viewer's browser tests' own helpers: Debian's chromium driven by Playwright (the
-# `browser` fixture), and a page that keeps its console messages.
-from test_viewer_browser import Page, browser  # noqa: F401
+# The viewer's browser tests' own helpers (tests/support/browser_pages.py): Debian's
+# chromium driven by Playwright (the `browser` fixture, used by name), and a page that
+# keeps its console messages.
+browser = browser_pages.browser
 
 README_MAX_LINES = 110
 MKDOCS = Path(sys.executable).parent / "mkdocs"
@@ -180,7 +183,7 @@ def served(site: Path) -> Iterator[str]:
 )
 def test_the_site_renders_in_a_browser(
     served: str,
-    browser: Any,  # noqa: F811  (the fixture imported above)
+    browser: Any,
     tmp_path: Path,
     path: str,
     heading: str,

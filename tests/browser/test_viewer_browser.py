@@ -7,7 +7,7 @@ note, invalid response and output are markup).
 - Both videos load and play.
 - The actor's markup is shown as text and runs nothing; no console errors.
 - A screenshot of each page kind is kept (build/test-artifacts/) to be looked at.
-- Each page fits 1280 pixels and shows no Python repr (tests/sandbox/test_viewer_layout.py).
+- Each page fits 1280 pixels and shows no Python repr (tests/support/readable_pages.py).
 
 Apart from the simulator: an attempt page of a run made here whose profile declares an
 agent CLI's own account, with markup in a tool result, opened and unfolded; and the run
@@ -18,28 +18,28 @@ provider gave as markup shown as text.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import browser_pages
 import pytest
-from conftest import REPO, cli_plan, copied_actor, launch_command, mailroom_exe
+from browser_pages import Page
+from conftest import cli_plan, copied_actor, launch_command, mailroom_exe
 from mailroom.benchmarks.libero.specs import LIBERO_OBSERVATION
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.sim.fake import synthetic_capture
 from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
 from mailroom.orchestrator.viewer.site import build_site
-from test_viewer_trace import claude_episode, traced_run
-from test_viewer_usage import usage_site
+from metered_runs import HOSTILE_MODEL, usage_site
+from readable_pages import assert_reads_like_pages
+from traced_runs import claude_episode, traced_run
 
 CAMERAS = LIBERO_OBSERVATION.cameras
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+# A fixture of tests/support, used by name.
+browser = browser_pages.browser
 
-ARTIFACTS = REPO / "build" / "test-artifacts"
-CHROMIUM = shutil.which("chromium")
 STOPPING = "libero_10-t000-i00-o0-s20260907-a1"  # the alphabet soup task: stops at call 4
 
 
@@ -72,16 +72,6 @@ def site(tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path) ->
     return out
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    assert CHROMIUM is not None, "Debian's chromium is not installed (make installs it)"
-    with playwright_api.sync_playwright() as driver:
-        # As root the browser's own sandbox cannot start; it only renders local files.
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
 # Plays each video of the page and waits for its playback position to move (the
 # `timeupdate` event), within a generous bound: what each did, in page order.
 PLAY_EACH_VIDEO = """async () => {
@@ -108,33 +98,6 @@ def _played(video: dict[str, Any]) -> bool:
     return bool(
         video["advanced"] and video["ready"] >= 2 and video["time"] > 0 and video["error"] is None
     )
-
-
-class Page:
-    """A page with every console message and page error it produced."""
-
-    def __init__(self, browser: Any, url: str) -> None:
-        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
-        self.messages: list[tuple[str, str]] = []
-        self.page.on("console", lambda m: self.messages.append((m.type, m.text)))
-        self.page.on("pageerror", lambda e: self.messages.append(("pageerror", str(e))))
-        self.page.on("dialog", self._dialog)
-        self.page.goto(url)
-        self.page.wait_for_load_state("load")
-
-    def _dialog(self, dialog: Any) -> None:
-        """A dialog (alert, confirm, prompt) is a script that ran: kept, then dismissed."""
-        self.messages.append(("dialog", str(dialog.message)))
-        dialog.dismiss()
-
-    def errors(self) -> list[tuple[str, str]]:
-        return [m for m in self.messages if m[0] in ("error", "pageerror", "dialog")]
-
-    def keep(self, name: str) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = ARTIFACTS / name
-        self.page.screenshot(path=str(shot), full_page=True)
-        return shot
 
 
 def test_the_run_page_lists_every_attempt_and_filters_them(site: Path, browser: Any) -> None:
@@ -201,9 +164,7 @@ def test_an_actors_markup_is_shown_as_text_and_runs_nothing(site: Path, browser:
 
 def test_the_run_pages_read_like_pages_at_1280_pixels(site: Path, browser: Any) -> None:
     """No overflow, no Python repr outside the actor's words, the chart's label clear:
-    tests/sandbox/test_viewer_layout.py's checks, on this run's pages."""
-    from test_viewer_layout import assert_reads_like_pages  # it imports this module
-
+    tests/support/readable_pages.py's checks, on this run's pages."""
     assert len(assert_reads_like_pages(browser, site, "libero")) == 3
 
 
@@ -241,9 +202,6 @@ def test_the_agents_own_account_unfolds_under_each_call_as_text_and_runs_nothing
 def test_the_metered_usage_is_shown_and_a_models_markup_is_text(
     tmp_path: Path, browser: Any
 ) -> None:
-    from test_report_usage import HOSTILE_MODEL
-    from test_viewer_layout import assert_reads_like_pages
-
     _, cases, out = usage_site(tmp_path)
     run = Page(browser, (out / "index.html").as_uri())
     overall = run.page.locator("table.usage tr", has=run.page.locator("td", has_text="overall"))

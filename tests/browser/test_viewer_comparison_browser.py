@@ -1,6 +1,6 @@
 """`mailroom view RUN_A RUN_B ...` in a real browser: Debian's Chromium through Playwright,
-on the comparison site of tests/sandbox/test_viewer_comparison.py's four real toy-family runs
-(no LIBERO).
+on the comparison site of four real toy-family runs (tests/support/toy_comparison_runs.py,
+no LIBERO; tests/sandbox/test_viewer_comparison.py checks the same site's data).
 
 - The index loads with a Wilson chart per settings group and suite, one interval per run
   and rate, and shows each run's report and each pair's comparison as the CLI's JSON does.
@@ -17,15 +17,16 @@ import json
 import re
 from typing import Any
 
-import test_toy_family
-import test_viewer_browser
-import test_viewer_comparison
-from test_viewer_browser import Page
-from test_viewer_comparison import SAME_SETTINGS, ToyRuns
+import browser_pages
+import toy_comparison_runs
+import toy_family_runs
+from browser_pages import Page
+from toy_comparison_runs import SAME_SETTINGS, ToyRuns
 
-browser = test_viewer_browser.browser
-toy_env = test_toy_family.toy_env
-toy_runs = test_viewer_comparison.toy_runs
+# Fixtures of tests/support, used by name.
+browser = browser_pages.browser
+toy_env = toy_family_runs.toy_env
+toy_runs = toy_comparison_runs.toy_runs
 
 # The markup actor's note as its raw response holds it (a JSON string: quotes escaped).
 NOTE = '<script>window.__pwned = \\"script\\"</script><img src=\\"x\\" onerror='

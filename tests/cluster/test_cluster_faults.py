@@ -24,26 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_builders import diagnostic_actor, sandboxed_actor
 from conftest import sandbox_processes_left
 from mailroom.hashing import sha256_bytes
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, WorkOutcome
-from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import attempt_events
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-PROFILE = "scripted_diagnostic"
-ACTOR = str(profile_dir(PROFILE) / "actor.py")
 CASES = [
     Case(suite=suite, task_index=0, init_state_index=0, seed=20260907)
     for suite in ("libero_spatial", "libero_goal")
@@ -101,49 +96,21 @@ def _config(
     """A launch of the sandboxed diagnostic actor (3 decisions) on the fake simulator,
     with the manifest a launch writes first (a lost attempt's record reads it; its case
     comes from the attempt's endpoint record, so no plan file is written)."""
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration["limits"])
-    actor = ["{python}", ACTOR, "{endpoint}", "--chunks", "3", "--think", str(think_s)]
-    settings = RunSettings(max_policy_calls=3, replan_interval=5, response_timeout_s=120.0)
-    confinement = ConfinementSettings(mode="sandbox")
-    launcher = profile_launcher(
-        actor,
-        profile=PROFILE,
-        confinement=confinement,
-        limits=limits,
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
+    actor = sandboxed_actor(
+        run_dir, mailbox_root, diagnostic_actor("--chunks", "3", "--think", str(think_s))
     )
-    assert launcher is not None and launcher.sandbox is not None
-    run = RunDirectory(run_dir)
-    run.write_manifest(
-        build_manifest(
-            run_id=run_dir.name,
+    settings = RunSettings(max_policy_calls=3, replan_interval=5, response_timeout_s=120.0)
+    RunDirectory(run_dir).write_manifest(
+        actor.manifest(
+            settings,
             plan_sha256=sha256_bytes(json.dumps([c.model_dump() for c in cases]).encode()),
             plan_kind="task_coverage",
             n_cases=len(cases),
-            profile_name=PROFILE,
-            profile_declaration=declaration,
-            settings=settings,
-            actor_command=actor,
             record="minimal",
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
             workers=1,
-            confinement=confinement,
-            sandbox_tool=launcher.sandbox.tool,
         )
     )
-    return LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        settings=settings,
-        record="minimal",
-        launcher=launcher,
-        limits=limits,
-        simulator=FakeSimulator,
-        slots=slots,
-    )
+    return actor.config(settings, simulator=FakeSimulator, slots=slots)
 
 
 def _wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = EVENT_S) -> Any:
@@ -154,12 +121,6 @@ def _wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = EVENT_
             return found
         time.sleep(0.05)
     raise AssertionError(f"{what} within {timeout_s:.0f} s")
-
-
-def _events(log: Path) -> list[str]:
-    if not log.exists():
-        return []
-    return [json.loads(line)["event"] for line in log.read_text().splitlines() if line.strip()]
 
 
 def _logs(log: Path, event: str) -> bool:
@@ -300,7 +261,7 @@ def test_an_unrecorded_disclosure_is_never_shown_and_ends_the_episode(
     assert "not shown" in lost["errors"][0]["message"]
     assert lost["counters"]["policy_calls"] == 0
     attempt = run_dir / "episodes" / victim
-    events = _events(attempt / "events.jsonl")
+    events = [e["event"] for e in attempt_events(attempt)]
     assert "first_observation_publishing" in events and "observation_published" not in events
     assert "actor_stopped" in events  # the episode ended: its actor was stopped
     # Nothing was published to the actor: its endpoint's outbox holds the closed notice

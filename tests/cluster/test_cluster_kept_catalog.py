@@ -20,15 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_builders import DIAGNOSTIC, campaign_request, diagnostic_actor
 from mailroom.benchmarks.libero_para.family import LIBERO_PARA
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
@@ -39,9 +35,6 @@ from para_copy import make_para_copy
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
-
-PROFILE = "scripted_diagnostic"
-ACTOR = str(profile_dir(PROFILE) / "actor.py")
 
 
 @pytest.fixture(scope="module")
@@ -90,32 +83,13 @@ def _resolving_fake() -> SimulatorFactory:
 
 
 def _request(run_dir: Path, mailbox_root: Path, address: str) -> CampaignRequest:
-    plan = build_plan("task_coverage", suite="libero_para", task_ids=[0, 1])
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration["limits"])
-    actor = ["{python}", ACTOR, "{endpoint}", "--chunks", "3"]
-    confinement = ConfinementSettings(mode="sandbox")
-    return CampaignRequest(
-        run_dir=run_dir,
-        plan=plan,
-        plan_bytes=render_plan(plan),
-        profile=PROFILE,
-        declaration=declaration,
+    return campaign_request(
+        run_dir,
+        mailbox_root,
+        plan=build_plan("task_coverage", suite="libero_para", task_ids=[0, 1]),
+        actor=diagnostic_actor("--chunks", "3"),
         settings=RunSettings(max_policy_calls=2, replan_interval=5, response_timeout_s=120.0),
-        actor_command=actor,
-        launcher=profile_launcher(
-            actor,
-            profile=PROFILE,
-            confinement=confinement,
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-        ),
-        limits=limits,
-        mailbox_root=mailbox_root,
         workers=2,
-        record="minimal",
-        confinement=confinement,
         simulator=_resolving_fake(),
         executor=RayExecutor(address),
     )
@@ -183,7 +157,7 @@ def test_without_the_kept_catalog_in_its_work_a_ray_worker_cannot_resolve_a_para
             plan_sha256=request.plan.plan_sha256,
             plan_kind=request.plan.kind,
             n_cases=len(request.plan.cases),
-            profile_name=PROFILE,
+            profile_name=DIAGNOSTIC,
             profile_declaration=request.declaration,
             settings=request.settings,
             actor_command=request.actor_command,

@@ -26,6 +26,7 @@ from mailroom.benchmarks.libero_para.local_copy import (
 )
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE
 from para_copy import make_para_copy
+from recorded_events import run_events
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -75,8 +76,7 @@ def test_a_para_plan_on_ray_delivers_each_paraphrase_on_its_goal_scene(
         env=env,
     )
     assert launched.returncode == 0, launched.stderr[-3000:]
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["executor"] for e in events if e["event"] == "launched"] == ["ray"]
+    assert [e["executor"] for e in run_events(run_dir, "launched")] == ["ray"]
     catalog = read_para_copy(copy)
     assert parse_para_catalog((run_dir / PARA_CATALOG_FILE).read_bytes()) == catalog
     goal = load_catalog().entry("libero_goal", 0)

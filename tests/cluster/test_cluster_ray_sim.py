@@ -23,13 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_builders import DIAGNOSTIC_ACTOR, diagnostic_actor, sandboxed_actor
 from conftest import cli_plan, launch_command, mailroom_exe, sandbox_processes_left
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
-from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import Plan, content_sha256, render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
@@ -37,12 +33,11 @@ from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from recorded_events import attempt_events, run_events
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-PROFILE = "scripted_diagnostic"
-ACTOR = str(profile_dir(PROFILE) / "actor.py")
 CASES = [
     Case(suite=suite, task_index=0, init_state_index=state, seed=20260907)
     for suite in ("libero_spatial", "libero_goal")
@@ -85,57 +80,28 @@ def _config(
     record: RecordMode,
     max_policy_calls: int = 3,
 ) -> LaunchConfig:
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration["limits"])
-    actor = ["{python}", ACTOR, "{endpoint}", "--chunks", "3", "--think", str(think_s)]
+    actor = sandboxed_actor(
+        run_dir, mailbox_root, diagnostic_actor("--chunks", "3", "--think", str(think_s))
+    )
     settings = RunSettings(
         max_policy_calls=max_policy_calls, replan_interval=5, response_timeout_s=120.0
     )
-    confinement = ConfinementSettings(mode="sandbox")
-    launcher = profile_launcher(
-        actor,
-        profile=PROFILE,
-        confinement=confinement,
-        limits=limits,
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-    )
-    assert launcher is not None and launcher.sandbox is not None
     # The manifest and plan a launch writes first (an interrupted attempt's record
     # reads them).
     plan = _plan_of(CASES)
     run = RunDirectory(run_dir)
     run.write_manifest(
-        build_manifest(
-            run_id=run_dir.name,
+        actor.manifest(
+            settings,
             plan_sha256=plan.plan_sha256,
             plan_kind=plan.kind,
             n_cases=len(CASES),
-            profile_name=PROFILE,
-            profile_declaration=declaration,
-            settings=settings,
-            actor_command=actor,
             record=record,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
             workers=2,
-            confinement=confinement,
-            sandbox_tool=launcher.sandbox.tool,
         )
     )
     run.plan_path.write_bytes(render_plan(plan))
-    return LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=mailbox_root,
-        settings=settings,
-        record=record,
-        launcher=launcher,
-        limits=limits,
-    )
-
-
-def _events(episode: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (episode / "events.jsonl").read_text().splitlines()]
+    return actor.config(settings, simulator=None, record=record)
 
 
 def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
@@ -152,10 +118,8 @@ def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
         and not name.endswith(".json")
     }
     return {
-        "images": [
-            e["image_sha256"] for e in _events(episode) if e["event"] == "observation_published"
-        ],
-        "events": [e["event"] for e in _events(episode)],
+        "images": [e["image_sha256"] for e in attempt_events(episode, "observation_published")],
+        "events": [e["event"] for e in attempt_events(episode)],
         "outcome": (result["outcome"], result["termination"], result["truncation"]),
         "counters": result["counters"],
         "state": result["case"]["state_sha256"],
@@ -275,7 +239,7 @@ def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
     cluster: str, tmp_path: Path, module_mailbox_root: Path
 ) -> None:
     run_dir, mailbox = tmp_path / "run", module_mailbox_root / "driver"
-    actor = f"python3 {ACTOR} {{endpoint}} --think 6"
+    actor = f"python3 {DIAGNOSTIC_ACTOR} {{endpoint}} --think 6"
     command = launch_command(
         cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0,1,2"),
         run_dir,
@@ -315,8 +279,7 @@ def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
     assert len(finished) == 1 and finished[0]["outcome"] != "error"
     report = json.loads(resumed.stdout)
     assert report["overall"]["unattempted"] == 0 and report["overall"]["errored"] == 2
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    resumes = [e for e in events if e["event"] == "resumed"]
+    resumes = run_events(run_dir, "resumed")
     assert resumes and resumes[-1]["executor"] == "ray" and resumes[-1]["ray_address"] == cluster
     assert sandbox_processes_left(run_dir) == []
 
@@ -326,7 +289,7 @@ def _launch(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
         cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0"),
         tmp_path / "run",
         tmp_path / "mb",
-        f"python3 {ACTOR} {{endpoint}}",
+        f"python3 {DIAGNOSTIC_ACTOR} {{endpoint}}",
         *options,
     )
     return subprocess.run(command, capture_output=True, text=True, timeout=120)

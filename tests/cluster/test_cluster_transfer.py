@@ -4,7 +4,6 @@ sweep, a disclosure that waits for the driver's record, and a worker's messages.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from mailroom.orchestrator.cluster.worker import (
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.run_directory import RunDirectory
+from recorded_events import episode_events
 
 ATTEMPT = "libero_10-t000-i00-o0-s20260907-a1"
 
@@ -106,8 +106,7 @@ def test_mirrored_lines_are_appended_to_the_attempts_log(tmp_path: Path) -> None
     evidence = DriverEvidence(run)
     evidence.events(EventLines(ATTEMPT, ('{"event": "a"}\n', '{"event": "b"}\n')))
     evidence.events(EventLines(ATTEMPT, ('{"event": "c"}\n',), token=3))
-    log = run.episode_dir(ATTEMPT) / "events.jsonl"
-    assert [json.loads(x)["event"] for x in log.read_text().splitlines()] == ["a", "b", "c"]
+    assert [e["event"] for e in episode_events(run.root, ATTEMPT)] == ["a", "b", "c"]
     with pytest.raises(EvidencePathError):
         evidence.events(EventLines("../escape-a1", ("x\n",)))
 

@@ -14,7 +14,7 @@ from mailroom.orchestrator.families.packages import recorded_packages
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from test_manifest import external_manifest
+from run_manifests import external_manifest
 
 LOCK = REPO / "requirements" / "lock.txt"
 # LIBERO-Plus's package alone, installed without its dependencies (its numpy<2 pin).

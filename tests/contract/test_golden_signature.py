@@ -86,17 +86,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_builders import campaign_request, diagnostic_actor
 from conftest import sandbox_processes_left
 from mailroom.hashing import hash_document, sha256_bytes
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.catalog.plans import render_plan
+from mailroom.orchestrator.campaign.launch import run_campaign
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import attempt_events
 
 PLACEHOLDER = "<volatile>"
 
@@ -284,33 +281,14 @@ def _run(
 ) -> list[str]:
     """A launch of the plan through the campaign's own path (manifest, schedule, workers)."""
     plan = build_plan("task_coverage", suite="libero_10", task_ids=[0, 1])
-    profile = "scripted_diagnostic"
-    declaration = json.loads((profile_dir(profile) / "profile.json").read_text("utf-8"))
-    actor = ["{python}", str(profile_dir(profile) / "actor.py"), "{endpoint}"]
-    confinement = ConfinementSettings(mode="sandbox")
-    limits = ActorLimits.model_validate(declaration["limits"])
     run_dir.mkdir(mode=0o700)
-    request = CampaignRequest(
-        run_dir=run_dir,
+    request = campaign_request(
+        run_dir,
+        mailbox_root,
         plan=plan,
-        plan_bytes=render_plan(plan),
-        profile=profile,
-        declaration=declaration,
+        actor=diagnostic_actor(),
         settings=RunSettings(max_policy_calls=5, replan_interval=5, response_timeout_s=60.0),
-        actor_command=actor,
-        launcher=profile_launcher(
-            actor,
-            profile=profile,
-            confinement=confinement,
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-        ),
-        limits=limits,
-        mailbox_root=mailbox_root,
-        workers=1,
         record=record,
-        confinement=confinement,
         simulator=functools.partial(FakeSimulator, succeed_at=succeed_at),
     )
     scheduled: list[int] = []
@@ -391,8 +369,7 @@ def test_the_kept_images_are_the_ones_the_actor_was_sent(recorded: Recorded) -> 
         episode = recorded.success_run / "episodes" / attempt_id
         sent = {
             (event["sequence"], camera): digest
-            for line in (episode / "events.jsonl").read_text(encoding="utf-8").splitlines()
-            if (event := json.loads(line))["event"] == "observation_published"
+            for event in attempt_events(episode, "observation_published")
             for camera, digest in event["image_sha256"].items()
         }
         kept = {

@@ -11,6 +11,7 @@ from typing import Any
 import click
 import numpy as np
 import pytest
+from instruction_examples import examples, examples_by_kind
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.feedback import MAX_FEEDBACK_ISSUES
 from mailroom.mailbox.messages import (
@@ -53,36 +54,7 @@ TEMPLATE = actor_instructions_template()
 FLAT = " ".join(TEMPLATE.split())
 
 
-def examples(text: str) -> list[str]:
-    """Every example document: a block of lines indented by four spaces, opening with '{'."""
-    blocks: list[list[str]] = []
-    current: list[str] | None = None
-    for line in text.splitlines():
-        if line.startswith("    ") and current is not None:
-            current.append(line)
-        elif line.startswith("    {"):
-            current = [line]
-            blocks.append(current)
-        else:
-            current = None
-    return ["\n".join(block) for block in blocks]
-
-
-def _by_kind() -> dict[str, list[dict[str, Any]]]:
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for block in examples(TEMPLATE):
-        doc = json.loads(block)
-        if "rejected_sequence" in doc:
-            kind = "feedback"
-        elif doc.get("schema") == "mailroom.response/v1":
-            kind = f"response-{doc['decision']}"
-        else:
-            kind = doc["schema"]
-        kinds.setdefault(kind, []).append(doc)
-    return kinds
-
-
-EXAMPLES = _by_kind()
+EXAMPLES = examples_by_kind(TEMPLATE, "mailroom.response/v1")
 [OBSERVATION] = EXAMPLES["mailroom.observation/v1"]
 
 

@@ -16,15 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mailroom.mailbox.endpoint import Endpoint, create_endpoint
-from mailroom.mailbox.feedback import bounded_feedback
-from mailroom.mailbox.messages import Feedback, from_json, to_document
-from mailroom.mailbox.parser import MAX_RESPONSE_BYTES, Invalid
-from mailroom.mailbox.publish import publish_json
-from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence
-from mailroom.mailbox.schemas import load_schema, make_validator
-from mailroom.mailbox.watcher import InboxWatcher, WatchMode
-from test_mailbox_cases import (
+from mailbox_cases import (
     CASES,
     LEFT_IN_PLACE,
     LIMITS,
@@ -40,6 +32,14 @@ from test_mailbox_cases import (
     verdict,
     write_atomically,
 )
+from mailroom.mailbox.endpoint import Endpoint, create_endpoint
+from mailroom.mailbox.feedback import bounded_feedback
+from mailroom.mailbox.messages import Feedback, from_json, to_document
+from mailroom.mailbox.parser import MAX_RESPONSE_BYTES, Invalid
+from mailroom.mailbox.publish import publish_json
+from mailroom.mailbox.receiver import Reception, ResponseReceiver, Silence
+from mailroom.mailbox.schemas import load_schema, make_validator
+from mailroom.mailbox.watcher import InboxWatcher, WatchMode
 
 # Found within one event or scan; only a broken mailbox waits this long.
 BOUND_S = 10.0

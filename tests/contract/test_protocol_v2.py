@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from instruction_examples import examples_by_kind
 from mailroom.mailbox.endpoint import Endpoint
 from mailroom.mailbox.feedback import bounded_feedback
 from mailroom.mailbox.messages import Closed, Feedback, PublicCounters, from_json, to_document
@@ -43,27 +44,12 @@ from mailroom.orchestrator.sim.specs import ActionSpec
 from mailroom.orchestrator.transport.base import Delivery
 from mailroom.orchestrator.transport.observation import build_observation, observation_document
 from mailroom.orchestrator.transport.published_action import published_action
-from test_instructions import examples
 
 TEMPLATE = actor_instructions_template("v3")
 V2_TEXT = actor_instructions_template("v2")
 
 
-def _by_kind() -> dict[str, list[dict[str, Any]]]:
-    kinds: dict[str, list[dict[str, Any]]] = {}
-    for block in examples(TEMPLATE):
-        doc = json.loads(block)
-        if "rejected_sequence" in doc:
-            kind = "feedback"
-        elif doc.get("schema") == PROTOCOL_V2.response_schema:
-            kind = f"response-{doc['decision']}"
-        else:
-            kind = doc["schema"]
-        kinds.setdefault(kind, []).append(doc)
-    return kinds
-
-
-EXAMPLES = _by_kind()
+EXAMPLES = examples_by_kind(TEMPLATE, PROTOCOL_V2.response_schema)
 [OBSERVATION] = EXAMPLES["mailroom.observation/v2"]
 SPEC = OBSERVATION["action_spec"]
 

@@ -22,7 +22,7 @@ from mailroom.mailbox.schemas import (
     registry,
     schema_files,
 )
-from test_schema_model_agreement import EXAMPLES, KINDS
+from schema_documents import EXAMPLES, KINDS
 
 StockItemsValidator: type[Validator] = validators.extend(  # type: ignore[no-untyped-call]
     MailroomValidator, validators={"items": Draft202012Validator.VALIDATORS["items"]}

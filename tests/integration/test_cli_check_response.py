@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import mailroom_exe
+from instruction_examples import examples_by_kind
+from mailbox_cases import CASES, LIMITS, MAX_CHUNK, REQUEST_ID, Case, verdict
 from mailroom.mailbox.endpoint import create_endpoint
+from mailroom.mailbox.protocol import PROTOCOL_V2
 from mailroom.mailbox.receiver import ResponseReceiver, Silence
 from mailroom.mailbox.watcher import InboxWatcher
+from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.transport.response_check import check_file
-from test_mailbox_cases import CASES, LIMITS, MAX_CHUNK, REQUEST_ID, Case, verdict
 
 JUDGED = [c for c in CASES if c.expect[0] != "timeout"]
 BY_NAME = {c.name: c for c in CASES}
@@ -129,11 +132,11 @@ def _check_against(observation: Path, response: Path) -> subprocess.CompletedPro
 def test_a_response_is_checked_against_the_observation_it_answers(tmp_path: Path) -> None:
     """With --observation (here protocol v2's example: 4 numbers in [-1, 1]) the response
     is held to that observation's request id, sequence, version and action spec."""
-    from test_protocol_v2 import EXAMPLES, OBSERVATION
-
+    examples = examples_by_kind(actor_instructions_template("v3"), PROTOCOL_V2.response_schema)
+    [published] = examples["mailroom.observation/v2"]
     observation = tmp_path / "obs-3.json"
-    observation.write_text(json.dumps(OBSERVATION), encoding="utf-8")
-    [act] = EXAMPLES["response-act"]
+    observation.write_text(json.dumps(published), encoding="utf-8")
+    [act] = examples["response-act"]
     good = tmp_path / "resp-3.json"
     good.write_text(json.dumps(act), encoding="utf-8")
     accepted = _check_against(observation, good)
@@ -147,6 +150,6 @@ def test_a_response_is_checked_against_the_observation_it_answers(tmp_path: Path
     other = tmp_path / "resp-4.json"
     other.write_text(json.dumps(act), encoding="utf-8")
     assert json.loads(_check_against(observation, other).stdout)["reasons"] == ["wrong_file_name"]
-    observation.write_text(json.dumps({**OBSERVATION, "sequence": 0}), encoding="utf-8")
+    observation.write_text(json.dumps({**published, "sequence": 0}), encoding="utf-8")
     bad = _check_against(observation, good)
     assert bad.returncode == 2 and "is not a valid mailroom.observation/v2" in bad.stderr

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from conftest import mailroom_exe
-from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.records.result import Outcome
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.comparison import (
@@ -18,17 +17,8 @@ from mailroom.orchestrator.results.comparison import (
     SettingsDifferError,
     compare_runs,
 )
-from test_export import make_run, write_result
-
-
-def _run(
-    tmp_path: Path, name: str, outcomes: list[Outcome | None], kind: str = "development"
-) -> tuple[RunDirectory, list[Case]]:
-    run, cases = make_run(tmp_path / name, proprio=False, kind=kind, run_id=name)  # type: ignore[arg-type]
-    for case, outcome in zip(cases, outcomes, strict=False):
-        if outcome is not None:
-            write_result(run, case, 1, outcome=outcome, executed=5, proprio=False)
-    return run, cases
+from metered_runs import answer, make_gateway_run, write_metered
+from recorded_runs import run_with_outcomes, write_result
 
 
 def _compare(a: Path, b: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -41,8 +31,8 @@ def _compare(a: Path, b: Path, *options: str) -> subprocess.CompletedProcess[str
 
 
 def test_two_runs_are_paired_on_their_shared_cases(tmp_path: Path) -> None:
-    a, _ = _run(tmp_path, "a", ["success", "success", "success", "success", "failure"])
-    b, _ = _run(tmp_path, "b", ["success", "failure", "error", "failure", None])
+    a, _ = run_with_outcomes(tmp_path, "a", ["success", "success", "success", "success", "failure"])
+    b, _ = run_with_outcomes(tmp_path, "b", ["success", "failure", "error", "failure", None])
     done = _compare(a.root, b.root, "--json")
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
@@ -68,8 +58,8 @@ def test_a_clear_difference_is_called_with_its_direction(tmp_path: Path) -> None
     n = 130
     wins: list[Outcome | None] = ["success"] * 20
     losses: list[Outcome | None] = ["failure"] * n
-    a, _ = _run(tmp_path, "a", losses, kind="all")
-    b, _ = _run(tmp_path, "b", wins + losses[20:], kind="all")
+    a, _ = run_with_outcomes(tmp_path, "a", losses, kind="all")
+    b, _ = run_with_outcomes(tmp_path, "b", wins + losses[20:], kind="all")
     comparison = compare_runs(a.root, b.root)
     overall = comparison.overall
     assert (overall.paired, overall.only_a_succeeded, overall.only_b_succeeded) == (n, 0, 20)
@@ -81,8 +71,8 @@ def test_a_clear_difference_is_called_with_its_direction(tmp_path: Path) -> None
 
 
 def test_runs_with_other_protocol_settings_are_refused_unless_allowed(tmp_path: Path) -> None:
-    a, _ = _run(tmp_path, "a", ["success"] * 5)
-    b, _ = _run(tmp_path, "b", ["failure"] * 5)
+    a, _ = run_with_outcomes(tmp_path, "a", ["success"] * 5)
+    b, _ = run_with_outcomes(tmp_path, "b", ["failure"] * 5)
     manifest = b.read_manifest()
     manifest["settings"]["replan_interval"] = 8
     manifest["settings"]["invalid_action_handling"] = "terminal"
@@ -98,7 +88,7 @@ def test_runs_with_other_protocol_settings_are_refused_unless_allowed(tmp_path: 
         "replan_interval": [5, 8],
         "invalid_action_handling": ["feedback", "terminal"],
     }
-    c, _ = _run(tmp_path, "c", ["success"] * 2, kind="fast")
+    c, _ = run_with_outcomes(tmp_path, "c", ["success"] * 2, kind="fast")
     other_plan = _compare(a.root, c.root)
     assert other_plan.returncode == 5 and "plan cases: 5 vs 2" in " ".join(
         other_plan.stderr.split()
@@ -120,8 +110,8 @@ def _tally(overall: Any) -> tuple[int, int, int, int, int]:
 def test_discordant_pairs_are_counted_in_both_directions(tmp_path: Path) -> None:
     """Pairs favouring A and pairs favouring B in one comparison, each counted on its
     side, and swapping the runs swaps the counts and the arms."""
-    a, _ = _run(tmp_path, "a", ["success", "success", "failure", "success", "failure"])
-    b, _ = _run(tmp_path, "b", ["failure", "success", "success", "failure", "failure"])
+    a, _ = run_with_outcomes(tmp_path, "a", ["success", "success", "failure", "success", "failure"])
+    b, _ = run_with_outcomes(tmp_path, "b", ["failure", "success", "success", "failure", "failure"])
     forward = compare_runs(a.root, b.root).overall
     assert _tally(forward) == (5, 1, 2, 1, 1)
     assert (forward.a.success, forward.b.success) == (3, 2)
@@ -137,7 +127,7 @@ def test_discordant_pairs_are_counted_in_both_directions(tmp_path: Path) -> None
 
 def test_a_run_compared_with_itself_agrees_on_every_case(tmp_path: Path) -> None:
     outcomes: list[Outcome | None] = ["success", "failure", "error", "success", None]
-    a, _ = _run(tmp_path, "a", outcomes)
+    a, _ = run_with_outcomes(tmp_path, "a", outcomes)
     done = _compare(a.root, a.root, "--json")
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
@@ -159,8 +149,8 @@ def test_a_run_compared_with_itself_agrees_on_every_case(tmp_path: Path) -> None
 def test_cases_in_one_run_only_are_counted_on_their_side(tmp_path: Path) -> None:
     """The fast plan's 2 cases are among the development plan's 5: compared (allowed, as
     the plans differ), 3 cases are only in the development run, on whichever side."""
-    dev, _ = _run(tmp_path, "dev", ["success"] * 5)
-    fast, _ = _run(tmp_path, "fast", ["failure"] * 2, kind="fast")
+    dev, _ = run_with_outcomes(tmp_path, "dev", ["success"] * 5)
+    fast, _ = run_with_outcomes(tmp_path, "fast", ["failure"] * 2, kind="fast")
     for first, second, only in ((dev, fast, (3, 0)), (fast, dev, (0, 3))):
         comparison = compare_runs(first.root, second.root, allow_different_settings=True)
         assert (comparison.only_in_a, comparison.only_in_b) == only
@@ -171,8 +161,10 @@ def test_cases_in_one_run_only_are_counted_on_their_side(tmp_path: Path) -> None
 def test_pairs_not_run_blinded_are_counted(tmp_path: Path) -> None:
     """A pair whose result in either run was not blinded is counted once; an unattempted
     case is left out, not counted as unblinded."""
-    a, cases = _run(tmp_path, "a", ["success", "success", "failure", "failure", "success"])
-    b, _ = _run(tmp_path, "b", ["success", "failure", "failure", "success", None])
+    a, cases = run_with_outcomes(
+        tmp_path, "a", ["success", "success", "failure", "failure", "success"]
+    )
+    b, _ = run_with_outcomes(tmp_path, "b", ["success", "failure", "failure", "success", None])
     for run, index in ((a, 0), (b, 0), (b, 1), (a, 4)):
         path = run.episode_dir(cases[index].attempt_id(1)) / "result.json"
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -201,8 +193,8 @@ def test_every_protocol_setting_is_one_the_refusal_checks() -> None:
 
 @pytest.mark.parametrize("setting", sorted(OTHER_SETTINGS))
 def test_each_protocol_setting_that_differs_is_refused(tmp_path: Path, setting: str) -> None:
-    a, _ = _run(tmp_path, "a", ["success"] * 5)
-    b, _ = _run(tmp_path, "b", ["failure"] * 5)
+    a, _ = run_with_outcomes(tmp_path, "a", ["success"] * 5)
+    b, _ = run_with_outcomes(tmp_path, "b", ["failure"] * 5)
     manifest = b.read_manifest()
     before = manifest["settings"][setting]
     assert before != OTHER_SETTINGS[setting]
@@ -220,8 +212,6 @@ def test_each_protocol_setting_that_differs_is_refused(tmp_path: Path, setting: 
 def _priced_run(tmp_path: Path, name: str, costs: list[float | str | None]) -> RunDirectory:
     """A gateway run of the development plan: per case a cost, "unpriced", "external"
     (an external actor's result: not metered) or None (no result)."""
-    from test_report_usage import answer, make_gateway_run, write_metered
-
     run, cases = make_gateway_run(tmp_path / name, run_id=name)
     for case, cost in zip(cases, costs, strict=True):
         if cost == "external":
@@ -266,8 +256,8 @@ def test_the_cost_of_the_cases_priced_in_both_runs_and_its_difference(tmp_path: 
 
 
 def test_runs_nothing_metered_compare_no_cost_never_a_free_one(tmp_path: Path) -> None:
-    a, _ = _run(tmp_path, "a", ["success", "failure", "success", "failure", "success"])
-    b, _ = _run(tmp_path, "b", ["failure", "failure", "success", "success", "success"])
+    a, _ = run_with_outcomes(tmp_path, "a", ["success", "failure", "success", "failure", "success"])
+    b, _ = run_with_outcomes(tmp_path, "b", ["failure", "failure", "success", "success", "success"])
     cost = compare_runs(a.root, b.root).cost
     assert (cost.paired, cost.priced_in_both, cost.not_metered_a, cost.not_metered_b) == (
         5,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,152 +11,22 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import mailroom_exe
 from mailroom.benchmarks.libero.catalog import load_catalog
-from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import build_manifest
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.plans import PlanKind, render_plan
-from mailroom.orchestrator.episode.runner import settings_record
-from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.episode.video import EpisodeVideo
-from mailroom.orchestrator.families.plans import build_plan
-from mailroom.orchestrator.records.confinement import ConfinementRecord
-from mailroom.orchestrator.records.result import (
-    RESULT_SCHEMA,
-    CaseRecord,
-    Counters,
-    Enforcement,
-    EpisodeResult,
-    Latency,
-    Outcome,
-    ResultSimulator,
-    Termination,
-    TypedError,
-    Usage,
-)
+from mailroom.orchestrator.records.result import Enforcement
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.export import StepsFileError, read_steps
+from older_records import result_as_v5
+from parquet_exports import column, export
+from recorded_runs import make_run, write_result
 
 CAMERAS = ("agentview", "robot0_eye_in_hand")
 FLOAT32_LIST_7 = pa.list_(pa.float32(), 7)
 FLOAT32_LIST_9 = pa.list_(pa.float32(), 9)
 
 
-# a real run directory ------------------------------------------------------------------
-
-
-def make_run(
-    tmp_path: Path, *, proprio: bool, kind: PlanKind = "fast", run_id: str = "run-export-test"
-) -> tuple[RunDirectory, list[Case]]:
-    """A run directory of `kind`'s plan, as a launch with external actors leaves it."""
-    plan = build_plan(kind)
-    cases = plan.to_cases()
-    run = RunDirectory(tmp_path / "run")
-    settings = RunSettings(proprio=proprio)
-    manifest = build_manifest(
-        run_id=run_id,
-        plan_sha256=plan.plan_sha256,
-        plan_kind=plan.kind,
-        n_cases=len(cases),
-        profile_name="scripted_diagnostic",
-        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
-        settings=settings,
-        actor_command=None,
-        record="full",
-        run_dir=run.root,
-        mailbox_root=tmp_path / "mailboxes",
-        workers=1,
-        confinement=ConfinementSettings(mode="external"),
-    )
-    run.write_manifest(manifest)
-    run.plan_path.write_bytes(render_plan(plan))
-    run.event("launched", volatile=manifest["volatile"])
-    return run, cases
-
-
-# What the kernel enforced of an external actor: nothing (it was not started here).
-EXTERNAL_ACTOR = Enforcement.of_actor(None)
-
-
-def write_result(
-    run: RunDirectory,
-    case: Case,
-    attempt: int,
-    *,
-    outcome: Outcome,
-    executed: int,
-    proprio: bool,
-    interrupted: bool = False,
-    simulator: ResultSimulator = "dedicated",
-    enforcement: Enforcement = EXTERNAL_ACTOR,
-) -> EpisodeResult:
-    entry = load_catalog().entry(case.suite, case.task_index)
-    termination: Termination | None = {
-        "success": "native_success",
-        "failure": None,
-        "error": "infrastructure_error",
-    }[outcome]
-    cut = TypedError(kind="interrupted", code="interrupted", message="cut", policy_call=None)
-    result = EpisodeResult(
-        attempt_id=case.attempt_id(attempt),
-        case_id=case.case_id,
-        outcome=outcome,
-        termination=termination,
-        truncated=outcome == "failure",
-        truncation="policy_call_cap" if outcome == "failure" else None,
-        counters=Counters(
-            policy_calls=(executed + 4) // 5,
-            action_decisions=(executed + 4) // 5,
-            executed_controls=executed,
-            settling_controls=10,
-            first_success_control=executed if outcome == "success" else None,
-            first_success_policy_call=(executed + 4) // 5 if outcome == "success" else None,
-        ),
-        latency=Latency(samples=1, median_ms=12.5, max_ms=12.5, total_ms=12.5),
-        queue_delay=Latency.of([0.5]),
-        processing=Latency.of([]),
-        usage=Usage(),
-        errors=[cut] if interrupted else [],
-        case=CaseRecord(
-            benchmark=case.benchmark,
-            suite=case.suite,
-            task_index=case.task_index,
-            task_name=entry.task_name,
-            instruction=entry.instruction,
-            init_state_index=case.init_state_index,
-            task_order_index=case.task_order_index,
-            seed=case.seed,
-            bddl_sha256="b" * 64,
-            init_states_sha256="c" * 64,
-            state_sha256="d" * 64,
-        ),
-        settings=settings_record(RunSettings(proprio=proprio), 1000, settling_controls=10),
-        blinded=True,
-        confinement=ConfinementRecord(mode="external", network=None),
-        instructions_version="v1",
-        simulator=simulator,
-        enforcement=enforcement,
-        started_at="2026-09-07T10:00:00.000Z",
-        finished_at="2026-09-07T10:01:00.000Z",
-        wall_time_s=60.0,
-    )
-    document = result.document()
-    assert schema_errors(RESULT_SCHEMA, document) == []
-    directory = run.episode_dir(result.attempt_id)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "result.json").write_text(json.dumps(document), encoding="utf-8")
-    return result
-
-
-def as_v5(path: Path) -> None:
-    """The result as v5 wrote it: everything but what the kernel enforced."""
-    document = json.loads(path.read_text())
-    document["schema"] = "mailroom.episode_result/v5"
-    del document["enforcement"]
-    assert schema_errors("mailroom.episode_result/v5", document) == []
-    path.write_text(json.dumps(document))
+# a real run directory (its manifest and results: tests/support/recorded_runs.py) -------
 
 
 def action(i: int) -> list[float]:
@@ -207,25 +75,6 @@ def write_videos(run: RunDirectory, case: Case, attempt: int, frames: int) -> No
     video.finish()
 
 
-def export(*args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    env = {**os.environ, "COLUMNS": "200"}
-    proc = subprocess.run(
-        [mailroom_exe(), "export", *args, "--format", "parquet", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    summary: dict[str, Any] = json.loads(proc.stdout) if proc.stdout else {}
-    return proc, summary
-
-
-def column(table: pa.Table, name: str) -> list[Any]:
-    values: list[Any] = table.column(name).to_pylist()
-    return values
-
-
 def assert_no_temporaries(directory: Path) -> None:
     assert sorted(p.name for p in directory.iterdir()) == [
         "episodes.parquet",
@@ -263,7 +112,7 @@ def test_export_keeps_every_result_flags_superseded_and_lists_what_it_skipped(
     # case 1: attempt 1 failed (a v5 result); attempt 2's result is corrupt; attempt 3 has
     # none yet
     write_result(run, case1, 1, outcome="failure", executed=3, proprio=False)
-    as_v5(run.episode_dir(case1.attempt_id(1)) / "result.json")
+    result_as_v5(run.episode_dir(case1.attempt_id(1)) / "result.json")
     write_steps(run, case1, 1, 3, proprio=False)
     run.episode_dir(case1.attempt_id(2)).mkdir()
     (run.episode_dir(case1.attempt_id(2)) / "result.json").write_text("{ not json")

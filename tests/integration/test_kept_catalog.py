@@ -9,95 +9,31 @@ kept catalog: report, view, export and compare all name its paraphrase cell, nev
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
+import kept_catalog_runs
 import pyarrow.parquet as pq
 import pytest
-import test_export
 from conftest import mailroom_exe
-from mailroom.benchmarks.libero_para.family import LIBERO_PARA
+from kept_catalog_runs import CELLS, para_run
 from mailroom.benchmarks.libero_para.local_copy import (
     PARA_CATALOG_FILE,
 )
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.catalog.plans import render_plan
-from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.families.kept import KeptCatalogError, keep_run_catalog
-from mailroom.orchestrator.families.plans import build_plan
-from mailroom.orchestrator.families.registry import catalog_entry
-from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.families.kept import KeptCatalogError
 from mailroom.orchestrator.results.comparison import compare_runs
 from mailroom.orchestrator.results.export import ExportError, export_parquet
 from mailroom.orchestrator.results.reporter import build_report
 from mailroom.orchestrator.viewer.site import build_site
-from para_copy import make_para_copy
-from test_export import write_result
 
-CELLS = ("action_synonym", "object_descriptive")
-
-
-@pytest.fixture
-def undeclared() -> Iterator[None]:
-    """Whatever a test declares or pins, nothing stays declared or pinned after it."""
-    yield
-    LIBERO_PARA.source.declare(None)
-
-
-def _para_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> list[Case]:
-    """A LIBERO-Para run as a launch with external actors leaves it: manifest, plan and
-    kept catalog; case 0 (action_synonym) succeeded, case 2 (object_descriptive) left
-    a result file that cannot be read (errored, named by the kept catalog alone), the
-    other two unattempted. The copy is gone afterwards, as for a published run."""
-    copy = tmp_path / f"{name}-copy"
-    make_para_copy(copy, goal_tasks=(0, 1))
-    LIBERO_PARA.declare_local_copy(copy)
-    plan = build_plan("task_coverage", suite="libero_para", task_ids=[0, 1])
-    cases = plan.to_cases()
-    run = RunDirectory(tmp_path / name)
-    manifest = build_manifest(
-        run_id=name,
-        plan_sha256=plan.plan_sha256,
-        plan_kind=plan.kind,
-        n_cases=len(cases),
-        profile_name="scripted_diagnostic",
-        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
-        settings=RunSettings(proprio=False),
-        actor_command=None,
-        record="full",
-        run_dir=run.root,
-        mailbox_root=tmp_path / "mailboxes",
-        workers=1,
-        confinement=ConfinementSettings(mode="external"),
-        benchmark="libero_para",
-    )
-    run.write_manifest(manifest)
-    run.plan_path.write_bytes(render_plan(plan))
-    keep_run_catalog(run.root, "libero_para")
-    run.event("launched", volatile=manifest["volatile"])
-    cells = [catalog_entry(c.suite, c.task_index).cell for c in cases]  # type: ignore[attr-defined]
-    assert cells == [CELLS[0], CELLS[0], CELLS[1], CELLS[1]], cells
-    # The shared result writer reads entries from whichever catalog holds the suite.
-    monkeypatch.setattr(test_export, "load_catalog", lambda: SimpleNamespace(entry=catalog_entry))
-    write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
-    broken = run.episode_dir(cases[2].attempt_id(1))
-    broken.mkdir(parents=True)
-    (broken / "result.json").write_text("{", encoding="utf-8")
-    # Read elsewhere: no copy declared, nothing pinned but what a command pins itself.
-    for path in copy.rglob("*.bddl"):
-        path.unlink()
-    LIBERO_PARA.source.declare(None)
-    return cases
+# A fixture of tests/support, used by name.
+undeclared = kept_catalog_runs.undeclared
 
 
 @pytest.mark.usefixtures("undeclared")
 def test_report_view_export_and_compare_name_cells_by_the_kept_catalog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cases = _para_run(tmp_path, monkeypatch, "para-a")
+    cases = para_run(tmp_path, monkeypatch, "para-a")
     run = tmp_path / "para-a"
     expected = {f"libero_para/{cell}" for cell in CELLS}
 
@@ -126,8 +62,8 @@ def test_report_view_export_and_compare_name_cells_by_the_kept_catalog(
 def test_compare_names_each_runs_cells_by_its_own_kept_catalog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _para_run(tmp_path, monkeypatch, "para-a")
-    _para_run(tmp_path, monkeypatch, "para-b")
+    para_run(tmp_path, monkeypatch, "para-a")
+    para_run(tmp_path, monkeypatch, "para-b")
     comparison = compare_runs(tmp_path / "para-a", tmp_path / "para-b")
     assert set(comparison.groups) == {f"libero_para/{cell}" for cell in CELLS}
 
@@ -138,7 +74,7 @@ def test_a_kept_catalog_that_disagrees_with_the_manifest_is_refused_by_every_rea
 ) -> None:
     import subprocess
 
-    _para_run(tmp_path, monkeypatch, "para-a")
+    para_run(tmp_path, monkeypatch, "para-a")
     run = tmp_path / "para-a"
     kept = run / PARA_CATALOG_FILE
     document = json.loads(kept.read_text(encoding="utf-8"))

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import mailroom_exe, served_url
+from conftest import mailroom_exe
 from mailroom.benchmarks.libero.catalog import load_catalog
 from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
 from mailroom.orchestrator.audit.disclosure import record_disclosure, resolve_attempt
@@ -25,8 +24,9 @@ from mailroom.orchestrator.viewer.run_page import ATTEMPT_COLUMNS, attempt_row
 from mailroom.orchestrator.viewer.run_shape import RunShape
 from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import MAX_SHOWN_BYTES, read_timeline
-from test_export import make_run, write_result
-from test_report_confinement import as_v4
+from older_records import result_as_v4
+from recorded_runs import make_run, write_result
+from served_pages import RELOADS, rebuilt_page, served_view, settled_page
 
 LIBERO_SHAPE = RunShape.of(LIBERO_ACTION, LIBERO_OBSERVATION.cameras)
 
@@ -134,7 +134,7 @@ def test_how_each_attempts_simulator_was_held_is_shown_unknown_before_v5(
     parked, older = cases[0].attempt_id(1), cases[1].attempt_id(1)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False, simulator="parked")
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-    as_v4(run.episode_dir(older) / "result.json")
+    result_as_v4(run.episode_dir(older) / "result.json")
     out = tmp_path / "site"
     build_site(run.root, out)
     assert _simulator_cells((out / "index.html").read_text()) == {
@@ -166,13 +166,7 @@ def test_the_action_chart_marks_the_native_success_at_its_control() -> None:
 def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -> None:
     run, cases = make_run(tmp_path, proprio=False, kind="development", run_id="run-live")
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
-    server = subprocess.Popen(
-        [mailroom_exe(), "view", str(run.root), "--serve", "--port", "0"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = served_url(server)
+    with served_view(str(run.root)) as url:
         with urllib.request.urlopen(url, timeout=10) as response:
             first = response.read().decode()
             assert response.headers["Content-Security-Policy"] == CSP
@@ -180,29 +174,18 @@ def test_the_served_site_rebuilds_while_a_launch_holds_the_run(tmp_path: Path) -
         assert first.count('class="attempt"') == 1 and "refresh" not in first
         with run.lock():  # as a launch holds it: the site is rebuilt and reloads itself
             write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-            deadline = time.monotonic() + 30
-            while True:
-                with urllib.request.urlopen(url, timeout=10) as response:
-                    now = response.read().decode()
-                if now.count('class="attempt"') == 2 and 'http-equiv="refresh"' in now:
-                    break
-                assert time.monotonic() < deadline, "the live site was not rebuilt"
-                time.sleep(0.3)
-        deadline = time.monotonic() + 30
-        while 'http-equiv="refresh"' in now:  # rebuilt once more once the launch ends
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
-            with urllib.request.urlopen(url, timeout=10) as response:
-                now = response.read().decode()
+            now = rebuilt_page(
+                url,
+                lambda page: page.count('class="attempt"') == 2 and RELOADS in page,
+                "the live site was not rebuilt",
+            )
+        settled_page(url, now)  # rebuilt once more once the launch ends
         outside = urllib.request.Request(url.replace("index.html", "../manifest.json"))
         try:
             with urllib.request.urlopen(outside, timeout=10) as response:
                 assert b"run_id" not in response.read()
         except urllib.error.HTTPError as refused:
             assert refused.code == 404
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_diagnostics_are_shown_apart_and_labelled_never_a_score(tmp_path: Path) -> None:

@@ -39,8 +39,9 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.records.layout import AttemptPaths, RunPaths
+from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import episode_events
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="mounting an actor's tmpfs needs root (these machines have it)"
@@ -386,8 +387,6 @@ def test_an_episode_goes_on_while_the_actors_writes_fail(
     )
     assert result.errors == [], result.errors
     assert result.counters.action_decisions == 3
-    log = RunPaths(tmp_path / "run").attempt(case.attempt_id(1)).root / "events.jsonl"
-    events = [json.loads(line) for line in log.read_text().splitlines()]
-    stopped = next(e for e in events if e["event"] == "actor_stopped")
+    stopped = episode_events(tmp_path / "run", case.attempt_id(1), "actor_stopped")[0]
     assert stopped["filesystem"]["full"] is True
     assert stopped["filesystem"]["bytes_used"] >= 7 << 20

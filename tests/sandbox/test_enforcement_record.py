@@ -17,20 +17,21 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import toy_family_runs
 from conftest import run_cli, sandbox_processes_left
 from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.manifest import NOT_SANDBOXED
 from mailroom.orchestrator.records.result import RESULT_SCHEMA, Enforcement, EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
-from older_records import manifest_as
-from test_export import as_v5, make_run, write_result
-from test_toy_family import install_toy_family
+from older_records import manifest_as, result_as_v5
+from recorded_events import episode_events
+from recorded_runs import make_run, write_result
+from toy_family_runs import launch_toy, plan_toy
 
 ENFORCED = {"memory": "enforced", "writable_space": "kernel"}
 UNSANDBOXED = {"memory": "enforced", "writable_space": "sampled"}
@@ -50,10 +51,7 @@ def _results(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _actor_started(run_dir: Path, attempt_id: str) -> dict[str, Any]:
-    events = (run_dir / "episodes" / attempt_id / "events.jsonl").read_text(encoding="utf-8")
-    return next(
-        e for e in map(json.loads, events.splitlines()) if e.get("event") == "actor_started"
-    )
+    return episode_events(run_dir, attempt_id, "actor_started")[0]
 
 
 # What an actor's description says, and what the result makes of it ------------------
@@ -92,38 +90,19 @@ def test_enforcement_of_an_actor_as_its_description_says(
 
 # Real launches -----------------------------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return install_toy_family(tmp_path_factory)
+# A fixture of tests/support, used by name.
+toy_env = toy_family_runs.toy_env
 
 
 @pytest.fixture(scope="module")
 def toy_plan(toy_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    plan = tmp_path_factory.mktemp("toy-plan") / "plan.json"
-    made = run_cli(
-        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=toy_env
-    )
-    assert made.returncode == 0, made.stderr
-    return plan
+    return plan_toy(tmp_path_factory.mktemp("toy-plan") / "plan.json", "toyworld_shelf", toy_env)
 
 
 def _launch(
     toy_env: dict[str, str], plan: Path, run_dir: Path, mailbox_root: Path, *options: str
 ) -> subprocess.CompletedProcess[str]:
-    launched = subprocess.run(
-        [
-            *(str(Path(sys.executable).parent / "mailroom"), "launch", str(plan)),
-            *("--profile", "scripted_diagnostic", "--run-dir", str(run_dir)),
-            *("--mailbox-root", str(mailbox_root), "--response-timeout", "60"),
-            *("--max-policy-calls", "4", *options),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**toy_env, "COLUMNS": "200"},
-    )
-    assert launched.returncode == 0, launched.stderr[-3000:]
+    launched = launch_toy(plan, run_dir, mailbox_root, toy_env, "--max-policy-calls", "4", *options)
     if "none" not in options:
         assert sandbox_processes_left(run_dir) == []
     return launched
@@ -215,7 +194,7 @@ def test_a_run_launched_before_manifest_v5_resumes_and_keeps_its_own_manifest(
     run.manifest_path.write_text(json.dumps(older), encoding="utf-8")
     first, second = sorted((run_dir / "episodes").iterdir())
     shutil.rmtree(first)  # never attempted
-    as_v5(second / "result.json")  # written before results said
+    result_as_v5(second / "result.json")  # written before results said
     kept = (second / "result.json").read_bytes()
 
     resumed = run_cli(
@@ -274,7 +253,7 @@ def test_a_v5_result_reads_as_the_current_version_with_its_limits_unknown(
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     path = run.episode_dir(cases[0].attempt_id(1)) / "result.json"
-    as_v5(path)
+    result_as_v5(path)
     written = path.read_bytes()
     read = read_result(path)
     assert isinstance(read, EpisodeResult)

@@ -33,6 +33,7 @@ from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import attempt_events
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="an actor's network namespace needs root (these machines have it)"
@@ -140,8 +141,7 @@ def test_a_hostile_actor_reaches_its_provider_only_with_its_token(
     endpoint = Path(json.loads(attempt.endpoint_mapping.read_text())["endpoint"])
     assert _files_holding(run_dir, KEY.encode()) == []
     assert _files_holding(endpoint, KEY.encode()) == []
-    events = _lines(attempt.events)
-    (started,) = [e for e in events if e["event"] == "actor_started"]
+    (started,) = attempt_events(attempt.root, "actor_started")
     assert KEY not in json.dumps(started)
     assert started["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8787"
     assert started["env"]["ANTHROPIC_API_KEY"].startswith("<the episode's gateway token")

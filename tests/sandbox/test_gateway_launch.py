@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import toy_family_runs
 from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import REPO, mailroom_exe
 from mailroom.hashing import sha256_bytes
-from test_toy_family import install_toy_family
 
 KEY = "sk-real-key-for-the-launch-test-0123456789"
 PROFILE = {
@@ -48,10 +48,8 @@ PROFILE = {
     "actor": {"command": ["{python}", "{profile_dir}/actor.py", "{endpoint}", "answer"]},
 }
 
-
-@pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return install_toy_family(tmp_path_factory)
+# A fixture of tests/support, used by name.
+toy_env = toy_family_runs.toy_env
 
 
 @pytest.fixture

@@ -15,18 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from campaign_builders import DIAGNOSTIC_ACTOR, campaign_request, profile_declaration
 from conftest import sandbox_processes_left
 from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.instructions import render_instructions
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import actor_instructions_template, profile_dir
+from mailroom.orchestrator.actors.profiles import actor_instructions_template
 from mailroom.orchestrator.campaign.interrupted import record_interrupted
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.campaign.manifest import ManifestConflictError, check_compatible
-from mailroom.orchestrator.catalog.plans import render_plan
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.records.manifest import instructions_of_run
@@ -34,9 +31,8 @@ from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.records.upgrade import upgrade_manifest
 from mailroom.orchestrator.sim.fake import FakeSimulator
 from older_records import manifest_as
-from test_export import make_run
+from recorded_runs import make_run
 
-PROFILE = "scripted_diagnostic"
 PLAN = build_plan("task_coverage", suite="libero_10", task_ids=[0, 1])
 # The diagnostic actor, after keeping what it read on its stdin (its instructions) in its
 # own scratch folder, its working directory.
@@ -48,9 +44,7 @@ KEEP_STDIN = (
 
 
 def _declaration(instructions: str | None) -> dict[str, Any]:
-    declared: dict[str, Any] = json.loads(
-        (profile_dir(PROFILE) / "profile.json").read_text("utf-8")
-    )
+    declared = profile_declaration()
     # The profile as shipped declares v2; a declaration without it is read as v1.
     assert declared.pop("instructions") == "prompts/actor_instructions_v2.txt"
     if instructions is not None:
@@ -59,30 +53,13 @@ def _declaration(instructions: str | None) -> dict[str, Any]:
 
 
 def _request(run_dir: Path, mailbox_root: Path, declaration: dict[str, Any]) -> CampaignRequest:
-    actor = ["{python}", "-c", KEEP_STDIN, str(profile_dir(PROFILE) / "actor.py"), "{endpoint}"]
-    confinement = ConfinementSettings(mode="sandbox")
-    limits = ActorLimits.model_validate(declaration["limits"])
-    return CampaignRequest(
-        run_dir=run_dir,
+    return campaign_request(
+        run_dir,
+        mailbox_root,
         plan=PLAN,
-        plan_bytes=render_plan(PLAN),
-        profile=PROFILE,
         declaration=declaration,
+        actor=["{python}", "-c", KEEP_STDIN, DIAGNOSTIC_ACTOR, "{endpoint}"],
         settings=RunSettings(max_policy_calls=3, replan_interval=5, response_timeout_s=60.0),
-        actor_command=actor,
-        launcher=profile_launcher(
-            actor,
-            profile=PROFILE,
-            confinement=confinement,
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-        ),
-        limits=limits,
-        mailbox_root=mailbox_root,
-        workers=1,
-        record="minimal",
-        confinement=confinement,
         simulator=FakeSimulator,
     )
 

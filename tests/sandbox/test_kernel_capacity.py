@@ -14,25 +14,10 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_plan, launch_command
+from kernel_limit_values import ROOMY
 from mailroom.orchestrator.campaign.capacity import kernel as kc
 from mailroom.orchestrator.campaign.capacity.kernel import Launch, check, refusal
 from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits, raise_open_files
-
-ROOMY = KernelLimits(
-    open_files=1024,
-    open_files_hard=1 << 20,
-    inotify_instances=128,
-    inotify_instances_used=0,
-    inotify_watches=100_000,
-    inotify_watches_used=0,
-    user_processes=None,
-    user_processes_used=0,
-    pid_max=4_194_304,
-    threads_max=1_000_000,
-    machine_processes=100,
-    machine_threads=200,
-    user_namespaces=100_000,
-)
 
 
 def _demand(launch: Launch, limits: KernelLimits, resource_name: str) -> kc.Demand:

@@ -2,7 +2,7 @@
 or SIGTERM (to the launch alone), sent while an attempt is live.
 
 A real `mailroom launch` of the toy family (its fake simulator, installed by
-`test_toy_family.install_toy_family`) with sandboxed diagnostic actors that think a few
+`toy_family_runs.install_toy_family`) with sandboxed diagnostic actors that think a few
 seconds: one slot, so one attempt is recorded, the next is live when the signal lands
 and the rest wait. The launch exits 130 (143), records the live attempt as interrupted
 with the reason, says on stderr what the run holds and the command that continues it,
@@ -28,7 +28,7 @@ import pytest
 from conftest import REPO, mailroom_exe, sandbox_processes_left
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, RunDirectory
-from test_toy_family import install_toy_family
+from toy_family_runs import install_toy_family
 
 ACTOR = REPO / "agents" / "scripted_diagnostic" / "actor.py"
 THINK_S = 4  # each answer: the attempt stays live well past the stop

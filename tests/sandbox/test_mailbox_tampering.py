@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mailbox_cases import LIMITS, encode, response, write_atomically
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.held_directories import EndpointTamperedError
 from mailroom.mailbox.parser import Accepted, ProtocolError, ProtocolReason
@@ -38,8 +39,8 @@ from mailroom.mailbox.watcher import WatchMode
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.transport.base import DecisionOutcome, Delivery, TimedOut
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
-from test_mailbox_cases import LIMITS, encode, response, write_atomically
-from test_mailbox_transport import _delivery
+from recorded_events import attempt_events
+from transport_deliveries import small_delivery
 
 BOUND_S = 10.0
 PRIVATE_NAME = "run-libero_object-task7-seed7"
@@ -156,8 +157,7 @@ class World:
         self.transport.close(len(self.deliveries))
 
     def events(self, kind: str) -> list[dict[str, Any]]:
-        lines = (self.private / "events.jsonl").read_text().splitlines()
-        return [e for e in map(json.loads, lines) if e["event"] == kind]
+        return attempt_events(self.private, kind)
 
 
 @pytest.fixture(params=["inotify", "polling"])
@@ -172,7 +172,7 @@ def world(tmp_path: Path, mode: WatchMode) -> Iterator[World]:
     endpoint = create_endpoint(mailbox_root)
     neighbour = create_endpoint(mailbox_root)
     evidence = EpisodeEvidence(tmp_path / PRIVATE_NAME / "episodes" / "a-1")
-    deliveries = [_delivery(i) for i in (1, 2, 3)]
+    deliveries = [small_delivery(i) for i in (1, 2, 3)]
     sentinel = tmp_path / "sentinel"
     world = World(
         tmp_path,

@@ -11,7 +11,6 @@ ceiling it fits in, and another episode live beside it, must not be touched.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import threading
@@ -38,10 +37,10 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cli.launch_preflight import check_memory_ceiling
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import episode_events
 
 MEMORY_V1 = Path("/sys/fs/cgroup/memory")
 pytestmark = pytest.mark.skipif(
@@ -76,13 +75,9 @@ def _own_cgroups(hierarchy: Hierarchy) -> list[str]:
     return sorted(p.name for p in hierarchy.parent.iterdir() if p.name.startswith(mine))
 
 
-def _events(run_dir: Path, case: Case) -> list[dict[str, Any]]:
-    log = RunPaths(run_dir).attempt(case.attempt_id(1)).root / "events.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()]
-
-
 def _event(run_dir: Path, case: Case, kind: str) -> dict[str, Any]:
-    return next(e for e in _events(run_dir, case) if e["event"] == kind)
+    """The first event of `kind` of the case's attempt."""
+    return episode_events(run_dir, case.attempt_id(1), kind)[0]
 
 
 def _episode(

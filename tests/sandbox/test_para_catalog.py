@@ -42,8 +42,7 @@ from mailroom.orchestrator.families.kept import KeptCatalogError, pin_run_catalo
 from mailroom.orchestrator.families.plans import build_plan, load_plan
 from mailroom.orchestrator.families.registry import catalog_entry, reference_horizon
 from para_copy import REVISION, make_para_copy, paraphrased
-from test_sandbox import _launcher as sandbox_launcher
-from test_sandbox import _run as run_sandboxed
+from sandboxed_starts import run_once_in_sandbox, sandbox_launcher
 
 
 @pytest.fixture
@@ -222,7 +221,7 @@ def test_the_declared_copy_is_private_to_actors(mailbox_root: Path, tmp_path: Pa
     def seen_by_an_actor(name: str) -> str:
         (tmp_path / name).mkdir()
         launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path / name)
-        endpoint, _, _, _ = run_sandboxed(launcher, mailbox_root, tmp_path / name)
+        endpoint, _, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path / name)
         return (endpoint.scratch / "seen.txt").read_text()
 
     try:

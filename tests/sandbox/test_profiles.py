@@ -10,18 +10,15 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import REPO, assert_usage_error, cli_plan, run_cli
-from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.orchestrator.actors.actor_program import COPY_CAP_BYTES, SAFE_PATH
 from mailroom.orchestrator.actors.confinement import ConfinementError, ConfinementSettings
 from mailroom.orchestrator.actors.launcher import process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.outer_identity import leftover_processes
 from mailroom.orchestrator.actors.profiles import (
     INSTRUCTION_FILES,
     MethodProfile,
@@ -32,7 +29,7 @@ from mailroom.orchestrator.actors.profiles import (
     shipped_agents,
 )
 from mailroom.orchestrator.cli.launch_profile import profile_actor_command
-from mailroom.orchestrator.records.layout import AttemptPaths
+from sandboxed_starts import run_once_in_sandbox
 
 
 def _write_profile(folder: Path, **fields: object) -> Path:
@@ -205,17 +202,8 @@ def _run_once(
     )
     root = Path(tempfile.mkdtemp(prefix="mailroom-test-"))
     os.chmod(root, 0o711)
-    identity = launcher.identity()
-    endpoint = create_endpoint(root, actor_gid=identity.gid)
     out = Path(tempfile.mkdtemp(prefix="mailroom-test-out-"))
-    actor = launcher.start(endpoint, "the instructions\n", identity, AttemptPaths(out).actor_output)
-    deadline = time.monotonic() + 30
-    while actor.alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    described = actor.description()
-    actor.stop()
-    if identity.uid is not None:
-        assert leftover_processes(identity.uid) == []
+    endpoint, described, _, _ = run_once_in_sandbox(launcher, root, out)
     return endpoint.scratch, described
 
 

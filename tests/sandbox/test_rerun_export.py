@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import BIN, assert_usage_error, copied_actor, launch_command, run_cli
+import toy_family_runs
+from conftest import BIN, assert_usage_error, copied_actor, run_cli
 from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.results.export import STATE_LAYOUT
+from recorded_events import attempt_events
 from rerun.chunk import RrdReader
-from test_toy_family import install_toy_family
+from toy_family_runs import launch_toy, plan_toy
 
 # The toy family's shape (tests/support/toy_family): one camera, components of its own.
 ACTION_LAYOUT = ("vx", "vy", "vz", "wx", "wy", "wz", "grip")
@@ -49,10 +51,8 @@ STOPS = "toyworld_shelf-t001-i00-o0-s20260907-a1"  # the plum task: stops at cal
 
 Rows = dict[str, list[dict[str, Any]]]
 
-
-@pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return install_toy_family(tmp_path_factory)
+# A fixture of tests/support, used by name.
+toy_env = toy_family_runs.toy_env
 
 
 def _launch(
@@ -60,23 +60,15 @@ def _launch(
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A real launch of the toy family's two tasks; the run directory and its export."""
     actor = copied_actor(base / "actors", ACTOR)
-    plan = base / "plan.json"
-    made = run_cli(
-        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=env
-    )
-    assert made.returncode == 0, made.stderr
+    plan = plan_toy(base / "plan.json", "toyworld_shelf", env)
     run_dir = base / "run"
-    launched = subprocess.run(
-        [
-            *launch_command(plan, run_dir, mailbox, f"python3 {actor} {{endpoint}}"),
-            *("--max-policy-calls", "8", *options),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**env, "COLUMNS": "200"},
+    launch_toy(
+        plan,
+        run_dir,
+        mailbox,
+        env,
+        *("--actor", f"python3 {actor} {{endpoint}}", "--max-policy-calls", "8", *options),
     )
-    assert launched.returncode == 0, launched.stderr[-3000:]
     exported = run_cli(
         *("export", str(run_dir), "--format", "rerun", "--out", str(base / "rrd"), "--json"),
         env=env,
@@ -128,7 +120,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 def _attempt(run_dir: Path, attempt_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     directory = run_dir / "episodes" / attempt_id
     result = json.loads((directory / "result.json").read_text())
-    return result, _jsonl(directory / "events.jsonl")
+    return result, attempt_events(directory)
 
 
 def _summary(exported: subprocess.CompletedProcess[str]) -> dict[str, Any]:

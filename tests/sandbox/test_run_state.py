@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import mailroom_exe
 from mailroom.orchestrator.campaign.coordinator import schedule
-from test_export import make_run, write_result
+from recorded_runs import make_run, write_result
 
 
 def _status(run_dir: Path) -> tuple[int, dict[str, int]]:

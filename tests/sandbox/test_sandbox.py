@@ -11,13 +11,11 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from conftest import REPO
-from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.orchestrator.actors import sandbox_probe
 from mailroom.orchestrator.actors.confinement import (
     REDACTED,
@@ -27,45 +25,13 @@ from mailroom.orchestrator.actors.confinement import (
     resolve_confinement,
 )
 from mailroom.orchestrator.actors.hidden_paths import SandboxPathError, evaluator_paths
-from mailroom.orchestrator.actors.launcher import ProcessLauncher, process_launcher
+from mailroom.orchestrator.actors.launcher import process_launcher
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.outer_identity import leftover_processes, unreachable_part
+from mailroom.orchestrator.actors.outer_identity import unreachable_part
 from mailroom.orchestrator.actors.process import OUTPUT_CAP_BYTES
 from mailroom.orchestrator.actors.sandbox_probe import SandboxUnavailableError
 from mailroom.orchestrator.cli.main import main
-from mailroom.orchestrator.records.layout import AttemptPaths
-
-
-def _launcher(
-    command: list[str], mailbox_root: Path, tmp_path: Path, **confinement: object
-) -> ProcessLauncher:
-    return process_launcher(
-        command,
-        ActorLimits(scratch_quota_mb=8),
-        confinement=ConfinementSettings.model_validate({"mode": "sandbox", **confinement}),
-        run_dir=tmp_path / "run",
-        mailbox_root=mailbox_root,
-    )
-
-
-def _run(
-    launcher: ProcessLauncher, mailbox_root: Path, tmp_path: Path
-) -> tuple[Endpoint, dict[str, object], dict[str, object], Path]:
-    """Start one actor on a fresh endpoint, wait for it, stop it."""
-    identity = launcher.identity()
-    endpoint = create_endpoint(mailbox_root, actor_gid=identity.gid)
-    out = tmp_path / "evidence"
-    out.mkdir(exist_ok=True)
-    actor = launcher.start(endpoint, "the instructions\n", identity, AttemptPaths(out).actor_output)
-    deadline = time.monotonic() + 30
-    while actor.alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    described = actor.description()
-    actor.stop()
-    details = actor.stop_details()
-    if identity.uid is not None:
-        assert leftover_processes(identity.uid) == []
-    return endpoint, described, details, out
+from sandboxed_starts import run_once_in_sandbox, sandbox_launcher
 
 
 def test_the_actor_sees_its_environment_and_no_value_it_was_passed_is_recorded(
@@ -78,13 +44,13 @@ def test_the_actor_sees_its_environment_and_no_value_it_was_passed_is_recorded(
         "json.dump({'env': dict(os.environ), 'stdin': sys.stdin.read(), 'cwd': os.getcwd(), "
         "'fds': sorted(os.listdir('/proc/self/fd'))}, open('probe.json', 'w'))"
     )
-    launcher = _launcher(
+    launcher = sandbox_launcher(
         ["{python}", "-c", script, "{endpoint}"],
         mailbox_root,
         tmp_path,
         pass_env=("MAILROOM_TEST_PROVIDER_KEY",),
     )
-    endpoint, described, _, _ = _run(launcher, mailbox_root, tmp_path)
+    endpoint, described, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
     probe = json.loads((endpoint.scratch / "probe.json").read_text())
     assert probe["env"]["MAILROOM_TEST_PROVIDER_KEY"] == "sk-secret-value-123"
     assert "MAILROOM_TEST_NOT_DECLARED" not in probe["env"]
@@ -105,8 +71,8 @@ def test_output_is_kept_to_its_cap_and_the_truncation_is_marked(
     mailbox_root: Path, tmp_path: Path
 ) -> None:
     script = "import sys; sys.stdout.write('x' * (3 << 19)); sys.stderr.write('a warning\\n')"
-    launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
-    _, _, details, out = _run(launcher, mailbox_root, tmp_path)
+    launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path)
+    _, _, details, out = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
     output = details["output"]
     assert isinstance(output, dict)
     assert output["stdout"] == {
@@ -134,8 +100,8 @@ def test_the_actors_tmp_is_its_own_and_bounded(mailbox_root: Path, tmp_path: Pat
         "os.unlink('/tmp/big')  # scratch/ may share its space\n"
         "open('tmp.txt', 'w').write(big + ' ' + ' '.join(sorted(os.listdir('/tmp'))))\n"
     )
-    launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
-    endpoint, _, _, _ = _run(launcher, mailbox_root, tmp_path)
+    launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path)
+    endpoint, _, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
     said = (endpoint.scratch / "tmp.txt").read_text()
     assert said.startswith("No space left on device")  # an 8 MiB /tmp, as the quota
     assert "mine" in said and not Path("/tmp/mine").exists()
@@ -156,10 +122,10 @@ def test_a_declared_read_only_path_is_visible_and_read_only(
         "open('seen.txt', 'w').write(text + '|' + w)\n"
     )
     try:
-        launcher = _launcher(
+        launcher = sandbox_launcher(
             ["{python}", "-c", script], mailbox_root, tmp_path, read_only_paths=(str(tool),)
         )
-        endpoint, _, _, _ = _run(launcher, mailbox_root, tmp_path)
+        endpoint, _, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
         assert (endpoint.scratch / "seen.txt").read_text() == (
             "an agent's installation|Read-only file system"
         )
@@ -181,22 +147,24 @@ def test_an_evaluator_path_inside_a_bound_system_folder_is_masked(
         lambda *also: (*real(*also), hidden),
     )
     script = "import os; open('doc.txt', 'w').write(str(len(os.listdir('/usr/share/doc'))))"
-    launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
-    endpoint, _, _, _ = _run(launcher, mailbox_root, tmp_path)
+    launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path)
+    endpoint, _, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
     assert (endpoint.scratch / "doc.txt").read_text() == "0"
 
 
 def test_named_files_of_the_evaluator_are_refused(mailbox_root: Path, tmp_path: Path) -> None:
     private = REPO / "tests" / "support" / "actors" / "probe_actor.py"
     with pytest.raises(SandboxPathError, match="lies inside"):
-        _launcher(["python3", str(private), "{endpoint}"], mailbox_root, tmp_path)
+        sandbox_launcher(["python3", str(private), "{endpoint}"], mailbox_root, tmp_path)
     with pytest.raises(SandboxPathError):
-        _launcher([sys.executable, "-c", "pass"], mailbox_root, tmp_path)  # the venv's Python
+        sandbox_launcher(
+            [sys.executable, "-c", "pass"], mailbox_root, tmp_path
+        )  # the venv's Python
     run_file = tmp_path / "run" / "notes.txt"
     run_file.parent.mkdir(parents=True)
     run_file.write_text("x")
     with pytest.raises(SandboxPathError, match=r"is|lies inside"):
-        _launcher(["python3", str(run_file)], mailbox_root, tmp_path)
+        sandbox_launcher(["python3", str(run_file)], mailbox_root, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -206,14 +174,14 @@ def test_declared_paths_that_hold_or_lie_in_the_evaluator_are_refused(
     mailbox_root: Path, tmp_path: Path, path: str
 ) -> None:
     with pytest.raises(SandboxPathError):
-        _launcher(["python3", "-c", "pass"], mailbox_root, tmp_path, read_only_paths=(path,))
+        sandbox_launcher(["python3", "-c", "pass"], mailbox_root, tmp_path, read_only_paths=(path,))
 
 
 def test_a_command_not_visible_inside_is_refused(mailbox_root: Path, tmp_path: Path) -> None:
     with pytest.raises(ConfinementError, match="not on the sandbox's PATH"):
-        _launcher(["no-such-agent-cli", "{endpoint}"], mailbox_root, tmp_path)
+        sandbox_launcher(["no-such-agent-cli", "{endpoint}"], mailbox_root, tmp_path)
     with pytest.raises(ConfinementError, match="not visible inside the sandbox"):
-        _launcher(["/opt/elsewhere/agent", "{endpoint}"], mailbox_root, tmp_path)
+        sandbox_launcher(["/opt/elsewhere/agent", "{endpoint}"], mailbox_root, tmp_path)
 
 
 @pytest.mark.skipif(
@@ -317,8 +285,8 @@ def test_the_actor_cannot_trace_reach_keyrings_or_fill_dev(
         "out['oom'] = open('/proc/self/oom_score_adj').read().strip()\n"
         "json.dump(out, open('hardening.json', 'w'))\n"
     )
-    launcher = _launcher(["{python}", "-c", script], mailbox_root, tmp_path)
-    endpoint, _, _, _ = _run(launcher, mailbox_root, tmp_path)
+    launcher = sandbox_launcher(["{python}", "-c", script], mailbox_root, tmp_path)
+    endpoint, _, _, _ = run_once_in_sandbox(launcher, mailbox_root, tmp_path)
     seen = json.loads((endpoint.scratch / "hardening.json").read_text())
     assert seen["ptrace"] == [-1, "Operation not permitted"]
     assert seen["keyctl"] == [-1, "Operation not permitted"]
@@ -330,6 +298,6 @@ def test_the_actor_cannot_trace_reach_keyrings_or_fill_dev(
 
 
 def test_system_programs_are_not_copied_in(mailbox_root: Path, tmp_path: Path) -> None:
-    launcher = _launcher(["/usr/bin/python3", "-c", "pass"], mailbox_root, tmp_path)
+    launcher = sandbox_launcher(["/usr/bin/python3", "-c", "pass"], mailbox_root, tmp_path)
     assert launcher.program.argv == ("/usr/bin/python3", "-c", "pass")
     assert launcher.program.copied_files == ()

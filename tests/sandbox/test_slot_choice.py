@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_plan, launch_command
+from kernel_limit_values import ROOMY
 from mailroom.orchestrator.campaign.capacity.decide import (
     CapacityRequest,
     KernelLimitsRefusal,
@@ -37,7 +38,6 @@ from mailroom.orchestrator.campaign.capacity.placement import (
     worker_memory_mb,
 )
 from mailroom.orchestrator.campaign.capacity.slots import PARKED_SLOTS_CEILING, choose_slots
-from test_kernel_capacity import ROOMY
 
 BIG = MachineMemory(total_mb=24_000.0, available_mb=22_000.0)
 

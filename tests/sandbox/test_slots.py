@@ -16,14 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from campaign_builders import campaign_request, diagnostic_actor
 from conftest import actor_started_events, kill_sandbox_user, sandbox_processes_left
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import WorkOutcome
-from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.catalog.plans import render_plan
+from mailroom.orchestrator.campaign.launch import run_campaign
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.sim.base import (
@@ -33,8 +29,8 @@ from mailroom.orchestrator.sim.base import (
     TaskIdentity,
 )
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import episode_events, live_events
 
-PROFILE = "scripted_diagnostic"
 TASKS = [0, 1, 2]
 
 
@@ -68,11 +64,10 @@ def _live_together(run_dir: Path, episodes: int) -> bool:
     published = 0
     queued = False
     for log in run_dir.glob("episodes/*/events.jsonl"):
-        lines = log.read_text().split("\n")[:-1]  # whole lines: the log is being written
-        kinds = [json.loads(line) for line in lines]
-        published += any(e["event"] == "observation_published" for e in kinds)
+        events = live_events(log)  # the log is being written: its whole lines
+        published += any(e["event"] == "observation_published" for e in events)
         queued |= any(
-            e["event"] == "decision_served" and e["queue_delay_ms"] >= QUEUED_MS for e in kinds
+            e["event"] == "decision_served" and e["queue_delay_ms"] >= QUEUED_MS for e in events
         )
     return published == episodes and queued
 
@@ -104,45 +99,19 @@ def _launch(
     max_policy_calls: int = 4,
     chunks: int = 3,
 ) -> WorkOutcome:
-    plan = build_plan("task_coverage", suite="libero_10", task_ids=TASKS)
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    actor = ["{python}", str(profile_dir(PROFILE) / "actor.py"), "{endpoint}"]
-    actor += ["--chunks", str(chunks), "--think", str(think_s)]
-    limits = ActorLimits.model_validate(declaration["limits"])
-    confinement = ConfinementSettings(mode="sandbox")
     run_dir.mkdir(mode=0o700)
-    request = CampaignRequest(
-        run_dir=run_dir,
-        plan=plan,
-        plan_bytes=render_plan(plan),
-        profile=PROFILE,
-        declaration=declaration,
+    request = campaign_request(
+        run_dir,
+        mailbox_root,
+        plan=build_plan("task_coverage", suite="libero_10", task_ids=TASKS),
+        actor=diagnostic_actor("--chunks", str(chunks), "--think", str(think_s)),
         settings=RunSettings(
             max_policy_calls=max_policy_calls, replan_interval=5, response_timeout_s=60.0
         ),
-        actor_command=actor,
-        launcher=profile_launcher(
-            actor,
-            profile=PROFILE,
-            confinement=confinement,
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox_root,
-        ),
-        limits=limits,
-        mailbox_root=mailbox_root,
-        workers=1,
-        record="minimal",
-        confinement=confinement,
         simulator=simulator,
         slots=slots,
     )
     return run_campaign(request, lambda *_: None, lambda _: None)
-
-
-def _events(run_dir: Path, attempt_id: str) -> list[dict[str, Any]]:
-    log = run_dir / "episodes" / attempt_id / "events.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -178,7 +147,7 @@ def test_live_episodes_overlap_and_a_wait_behind_another_is_queueing_delay(
         assert (result["outcome"], result["termination"]) == ("success", "native_success")
         calls = result["counters"]["policy_calls"]
         assert 1 <= calls < 40
-        events = _events(run_dir, attempt_id)
+        events = episode_events(run_dir, attempt_id)
         served = [e for e in events if e["event"] == "decision_served"]
         # One timing record per policy call; the result's totals are their sums.
         assert [e["sequence"] for e in served] == list(range(1, calls + 1))

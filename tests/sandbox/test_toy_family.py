@@ -15,20 +15,16 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import pytest
-from conftest import REPO, run_cli
+import toy_family_runs
+from conftest import run_cli
 from mailroom.mailbox.schemas import schema_errors
-
-TOY = REPO / "tests" / "support" / "toy_family"
+from toy_family_runs import TOY, TOYREACH_SUITE, plan_toy
 
 
 def _toy_guide() -> str:
@@ -50,57 +46,11 @@ TASK_NAMES = (
     "TOYTABLE_SCENE3_push_the_amber_puck_to_the_line",
     "TOYTABLE_SCENE3_lift_the_pear_off_the_table",
 )
-SUITE = "toyreach_table"
+SUITE = TOYREACH_SUITE
 
-
-def install_toy_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """The environment of a process that has the toy family installed (pip into a
-    folder of its own, on PYTHONPATH): nothing of it is in mailroom's checkout or venv."""
-    target = tmp_path_factory.mktemp("toy-site")
-    # Built from a copy: a build leaves its folders beside the sources.
-    source = shutil.copytree(TOY, tmp_path_factory.mktemp("toy-source") / "toy_family")
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"),
-            *("--target", str(target), str(source)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    assert (target / "mailroom_toy_family").is_dir()
-    assert any(target.glob("mailroom_toy_family-*.dist-info/entry_points.txt"))
-    return {**os.environ, "PYTHONPATH": str(target)}
-
-
-@pytest.fixture(scope="module")
-def toy_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return install_toy_family(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def toy_run(
-    toy_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path
-) -> Iterator[Path]:
-    work = tmp_path_factory.mktemp("toy-run")
-    plan = work / "plan.json"
-    made = run_cli(*("plan", "--kind", "fast", "--suite", SUITE, "--out", str(plan)), env=toy_env)
-    assert made.returncode == 0, made.stderr
-    run_dir = work / "run"
-    launched = subprocess.run(
-        [
-            *(str(Path(sys.executable).parent / "mailroom"), "launch", str(plan)),
-            *("--profile", "scripted_diagnostic", "--run-dir", str(run_dir)),
-            *("--mailbox-root", str(module_mailbox_root / "toy"), "--response-timeout", "60"),
-            *("--max-policy-calls", "4"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**toy_env, "COLUMNS": "200"},
-    )
-    assert launched.returncode == 0, launched.stderr[-3000:]
-    yield run_dir
+# Fixtures of tests/support, used by name.
+toy_env = toy_family_runs.toy_env
+toy_run = toy_family_runs.toy_run
 
 
 def test_the_toy_family_is_unknown_without_its_distribution() -> None:
@@ -113,8 +63,7 @@ def test_catalog_and_plan_come_from_the_toy_family(toy_env: dict[str, str], tmp_
     assert shown.returncode == 0, shown.stderr
     assert [e["task_name"] for e in json.loads(shown.stdout)["entries"]] == list(TASK_NAMES)
     plan = tmp_path / "plan.json"
-    made = run_cli(*("plan", "--kind", "fast", "--suite", SUITE, "--out", str(plan)), env=toy_env)
-    assert made.returncode == 0, made.stderr
+    plan_toy(plan, SUITE, toy_env)
     document = json.loads(plan.read_text(encoding="utf-8"))
     assert document["schema"] == "mailroom.plan/v3" and document["benchmark"] == "toyreach"
     assert {c["benchmark"] for c in document["cases"]} == {"toyreach"}

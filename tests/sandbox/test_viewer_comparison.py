@@ -15,24 +15,21 @@ import html
 import json
 import re
 import statistics
-import subprocess
-import sys
-import time
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+import kept_catalog_runs
 import pytest
-import test_kept_catalog
-import test_toy_family
-from conftest import copied_actor, mailroom_exe, run_cli, served_url
+import toy_comparison_runs
+import toy_family_runs
+from conftest import run_cli
+from kept_catalog_runs import CELLS, para_run
 from mailroom.orchestrator.records.event_log import read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.comparison import compare_runs
 from mailroom.orchestrator.results.proportions import wilson_interval
 from mailroom.orchestrator.results.reporter import build_report
-from mailroom.orchestrator.viewer.comparison_data import read_comparison, run_key
+from mailroom.orchestrator.viewer.comparison_data import read_comparison
 from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
 from mailroom.orchestrator.viewer.markup import CSP
 from mailroom.orchestrator.viewer.readable import readable_duration_ms
@@ -42,89 +39,14 @@ from mailroom.orchestrator.viewer.wilson_chart import (
     ChartRow,
     wilson_chart,
 )
-from test_compare import _run as synthetic_run
-from test_export import write_result
-from test_kept_catalog import CELLS, _para_run
+from recorded_runs import run_with_outcomes, write_result
+from served_pages import RELOADS, rebuilt_page, served_view, settled_page
+from toy_comparison_runs import RUNS, SAME_SETTINGS, ToyRuns
 
-toy_env = test_toy_family.toy_env
-undeclared = test_kept_catalog.undeclared
-
-# The runs, in the order they are given to `view`: name -> (actor, launch options).
-RUNS: dict[str, tuple[str | None, tuple[str, ...]]] = {
-    "scripted": (None, ("--max-policy-calls", "4")),
-    "stopping": ("shell_actor.sh", ("--max-policy-calls", "4")),
-    "markup": ("markup_actor.py", ("--max-policy-calls", "4")),
-    "fewer-calls": (None, ("--max-policy-calls", "3")),
-}
-SAME_SETTINGS = ("scripted", "stopping", "markup")
-
-
-@dataclass(frozen=True)
-class ToyRuns:
-    env: dict[str, str]
-    runs: dict[str, Path]
-    site: Path
-    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def key(self, name: str) -> str:
-        return run_key(list(self.runs).index(name), self.runs[name])
-
-    def report(self, name: str) -> dict[str, Any]:
-        """`mailroom report RUN --json` (once per run: the runs do not change)."""
-        if name not in self.reports:
-            done = run_cli("report", str(self.runs[name]), "--json", env=self.env)
-            assert done.returncode == 0, done.stderr
-            self.reports[name] = json.loads(done.stdout)
-        return self.reports[name]
-
-    def compare(self, a: str, b: str, *options: str) -> subprocess.CompletedProcess[str]:
-        return run_cli("compare", str(self.runs[a]), str(self.runs[b]), *options, env=self.env)
-
-    def view(self, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
-        return run_cli(
-            "view", *map(str, self.runs.values()), "--out", str(out), *options, env=self.env
-        )
-
-
-def launch_toy_runs(base: Path, env: dict[str, str], mailbox_root: Path) -> dict[str, Path]:
-    """The four runs of one toy plan (module docstring), launched for real."""
-    plan = base / "plan.json"
-    made = run_cli(
-        *("plan", "--kind", "fast", "--suite", "toyworld_shelf", "--out", str(plan)), env=env
-    )
-    assert made.returncode == 0, made.stderr
-    runs: dict[str, Path] = {}
-    for number, (name, (actor, options)) in enumerate(RUNS.items()):
-        command = [
-            *(str(Path(sys.executable).parent / "mailroom"), "launch", str(plan)),
-            *("--profile", "scripted_diagnostic", "--run-dir", str(base / name)),
-            *("--mailbox-root", str(mailbox_root / f"m{number}"), "--response-timeout", "60"),
-            *options,
-        ]
-        if actor is not None:
-            copied = copied_actor(base / "actors", actor)
-            runner = "python3" if actor.endswith(".py") else "sh"
-            command += ["--actor", f"{runner} {copied} {{endpoint}}"]
-        launched = subprocess.run(
-            command, capture_output=True, text=True, timeout=600, env={**env, "COLUMNS": "200"}
-        )
-        assert launched.returncode == 0, launched.stderr[-3000:]
-        runs[name] = base / name
-    return runs
-
-
-@pytest.fixture(scope="module")
-def toy_runs(
-    toy_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, module_mailbox_root: Path
-) -> ToyRuns:
-    base = tmp_path_factory.mktemp("compared")
-    runs = launch_toy_runs(base, toy_env, module_mailbox_root)
-    made = ToyRuns(toy_env, runs, base / "site")
-    viewed = made.view(made.site)
-    assert viewed.returncode == 0, viewed.stderr
-    assert "comparison of 4 runs (3 pair(s) compared, 2 shared case(s))" in viewed.stderr
-    return made
-
+# Fixtures of tests/support, used by name.
+toy_env = toy_family_runs.toy_env
+toy_runs = toy_comparison_runs.toy_runs
+undeclared = kept_catalog_runs.undeclared
 
 # -- reading the site's own markup back --------------------------------------------------
 
@@ -342,8 +264,8 @@ def test_several_runs_need_an_out_folder_and_distinct_runs(toy_runs: ToyRuns) ->
 
 def test_the_comparison_data_is_compare_and_report_in_process(tmp_path: Path) -> None:
     """Synthetic runs (no launch): the data reuses compare's comparison and the report."""
-    a, _ = synthetic_run(tmp_path, "a", ["success", "success", "success", "failure"])
-    b, _ = synthetic_run(tmp_path, "b", ["success", "failure", "error", "failure"])
+    a, _ = run_with_outcomes(tmp_path, "a", ["success", "success", "success", "failure"])
+    b, _ = run_with_outcomes(tmp_path, "b", ["success", "failure", "error", "failure"])
     data = read_comparison([a.root, b.root])
     assert [run.key for run in data.runs] == ["1-run", "2-run"]  # make_run's folder name
     assert [len(group.runs) for group in data.groups] == [2]
@@ -394,46 +316,28 @@ def test_a_long_run_label_widens_its_column_and_is_cut_with_its_whole_text_kept(
 
 
 def test_the_served_comparison_rebuilds_while_a_launch_holds_a_run(tmp_path: Path) -> None:
-    a, cases = synthetic_run(tmp_path, "a", ["success"])
-    b, _ = synthetic_run(tmp_path, "b", ["failure"])
-    server = subprocess.Popen(
-        [
-            *(mailroom_exe(), "view", str(a.root), str(b.root)),
-            *("--out", str(tmp_path / "site"), "--serve", "--port", "0"),
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = served_url(server)
+    a, cases = run_with_outcomes(tmp_path, "a", ["success"])
+    b, _ = run_with_outcomes(tmp_path, "b", ["failure"])
+    with served_view(str(a.root), str(b.root), "--out", str(tmp_path / "site")) as url:
         with urllib.request.urlopen(url, timeout=10) as response:
             first = response.read().decode()
             assert response.headers["Content-Security-Policy"] == CSP
         assert first.count('<tr class="shared"') == 1 and "refresh" not in first
         with a.lock():  # as a launch holds it: rebuilt, and the index reloads itself
             write_result(a, cases[1], 1, outcome="success", executed=5, proprio=False)
-            deadline = time.monotonic() + 30
-            while True:
-                with urllib.request.urlopen(url, timeout=10) as response:
-                    now = response.read().decode()
-                if 'http-equiv="refresh"' in now and now.count('<tr class="shared"') == 1:
-                    rows = rate_rows(now)
-                    if rows[("1-run", "overall")]["success"] == "2":
-                        break
-                assert time.monotonic() < deadline, "the live comparison was not rebuilt"
-                time.sleep(0.3)
-        deadline = time.monotonic() + 30
-        while 'http-equiv="refresh"' in now:  # rebuilt once more once the launch ends
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
-            with urllib.request.urlopen(url, timeout=10) as response:
-                now = response.read().decode()
+            now = rebuilt_page(
+                url,
+                lambda page: (
+                    RELOADS in page
+                    and page.count('<tr class="shared"') == 1
+                    and rate_rows(page)[("1-run", "overall")]["success"] == "2"
+                ),
+                "the live comparison was not rebuilt",
+            )
+        settled_page(url, now)  # rebuilt once more once the launch ends
         own = url.replace("index.html", "runs/1-run/index.html")
         with urllib.request.urlopen(own, timeout=10) as response:  # the run's own site
             assert response.read().decode().count('class="attempt"') == 2
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 @pytest.mark.usefixtures("undeclared")
@@ -443,7 +347,7 @@ def test_a_suites_groups_are_rated_and_paired(
     """LIBERO-Para runs (made here, their cells named by each run's kept catalog): each
     cell's rates under its suite, and each pair's cells as compare pairs them."""
     for name in ("para-a", "para-b"):
-        _para_run(tmp_path, monkeypatch, name)
+        para_run(tmp_path, monkeypatch, name)
     runs = [tmp_path / "para-a", tmp_path / "para-b"]
     build_comparison_site(runs, tmp_path / "site")
     index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

@@ -43,22 +43,19 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from campaign_builders import diagnostic_actor, launch_config
 from conftest import REPO
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
 from mailroom.orchestrator.actors.lifetime import (
     INIT_NAME,
     die_with_this_process,
     hold_children_in_pid_namespace,
     start_in_namespace,
 )
-from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.actors.outer_identity import (
     OUTER_ID_BASE,
     OUTER_ID_SPAN,
     leftover_processes,
 )
-from mailroom.orchestrator.actors.profiles import profile_dir
 from mailroom.orchestrator.campaign.coordinator import (
     LaunchConfig,
     Work,
@@ -71,10 +68,10 @@ from mailroom.orchestrator.campaign.coordinator import (
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.fake import FakeSimulator
+from recorded_events import live_events
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="pid namespaces need root")
 
-PROFILE = "scripted_diagnostic"
 KILLS = int(os.environ.get("MAILROOM_LIFETIME_KILLS", "60"))
 KILL_WITHIN_S = 1.0  # each kill lands uniformly this long after the first endpoint
 GONE_WITHIN_S = 15.0  # generous: the kernel ends a namespace in milliseconds
@@ -93,27 +90,14 @@ def cases(n: int) -> list[Case]:
 
 def config(run_dir: Path, mailbox: Path, *, slots: int, think_s: float) -> LaunchConfig:
     """Episodes of the fake simulator whose sandboxed actor answers once, then stops."""
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration["limits"])
-    actor = ["{python}", str(profile_dir(PROFILE) / "actor.py"), "{endpoint}"]
-    actor += ["--chunks", "1", "--think", str(think_s)]
     run_dir.mkdir(mode=0o700)
-    return LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=mailbox,
+    return launch_config(
+        run_dir,
+        mailbox,
+        actor=diagnostic_actor("--chunks", "1", "--think", str(think_s)),
         settings=RunSettings(max_policy_calls=3, replan_interval=5, response_timeout_s=60.0),
-        record="minimal",
-        launcher=profile_launcher(
-            actor,
-            profile=PROFILE,
-            confinement=ConfinementSettings(mode="sandbox"),
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=mailbox,
-        ),
-        limits=limits,
-        slots=slots,
         simulator=FakeSimulator,
+        slots=slots,
     )
 
 
@@ -269,13 +253,11 @@ def outside_the_namespaces(held: Held) -> list[Proc]:
 
 def actors_started(run_dir: Path) -> list[dict[str, Any]]:
     """Every whole `actor_started` record (a kill may have torn a log's last line)."""
-    found = []
-    for log in run_dir.glob("episodes/*/events.jsonl"):
-        for line in log.read_bytes().splitlines():
-            if b'"actor_started"' in line:
-                with contextlib.suppress(ValueError):
-                    found.append(json.loads(line))
-    return found
+    return [
+        event
+        for log in run_dir.glob("episodes/*/events.jsonl")
+        for event in live_events(log, "actor_started")
+    ]
 
 
 def left_after_kill(held: Held, run_dirs: Iterable[Path]) -> list[str]:

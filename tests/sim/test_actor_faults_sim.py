@@ -19,7 +19,6 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import copied_actor
@@ -35,6 +34,7 @@ from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.episode.video import probe_video
 from mailroom.orchestrator.records.confinement import ConfinementMode
 from mailroom.orchestrator.records.result import EpisodeResult
+from recorded_events import attempt_events
 
 CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
 SETTINGS = RunSettings(max_policy_calls=4, replan_interval=5, response_timeout_s=120.0)
@@ -65,11 +65,6 @@ def _gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return "\nState:\tZ" in status
-
-
-def _events(tmp_path: Path) -> list[dict[str, Any]]:
-    log = next((tmp_path / "run" / "episodes").iterdir()) / "events.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def _run(
@@ -107,7 +102,7 @@ def _run(
     c = result.counters
     assert c.policy_calls == c.action_decisions + c.rejected_responses + c.stop_responses
     endpoint = next(mb.iterdir())
-    events = _events(tmp_path)
+    events = attempt_events(next((tmp_path / "run" / "episodes").iterdir()))
     started = next(e for e in events if e["event"] == "actor_started")
     stopped = next(e for e in events if e["event"] == "actor_stopped")
     if confinement == "sandbox":

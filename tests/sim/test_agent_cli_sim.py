@@ -26,7 +26,6 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from agent_cli_support.anthropic_standin import AnthropicStandIn
@@ -37,6 +36,7 @@ from agent_cli_support.openai_standin import OpenAIStandIn
 from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.agent_installation import AGENT_CLI_FOLDER
+from recorded_events import attempt_events
 
 ACT_DECISIONS = 3
 # Not a key: what the sandboxed agent sends its stand-in provider, searched for in the
@@ -137,10 +137,6 @@ def mailbox() -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _events(attempt: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (attempt / "events.jsonl").read_text().splitlines()]
-
-
 def _files_holding(root: Path, needle: bytes) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
@@ -181,7 +177,7 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
     assert result["termination"] in ("actor_stop", "native_success"), result
     assert result["confinement"] == {"mode": "sandbox", "network": "gateway"}
 
-    events = _events(attempt)
+    events = attempt_events(attempt)
     (started,) = [e for e in events if e["event"] == "actor_started"]
     (stopped,) = [e for e in events if e["event"] == "actor_stopped"]
     assert stopped["exited_by_itself"] is True, stopped

@@ -36,6 +36,7 @@ from conftest import (
     sandbox_processes_left,
 )
 from mailroom.mailbox.schemas import schema_errors
+from recorded_events import attempt_events
 
 
 class Listener:
@@ -330,11 +331,7 @@ def test_results_report_and_audit_say_how_each_attempt_was_confined(
 def test_the_actors_output_is_kept_privately(confined: dict[str, Any]) -> None:
     attempt = next(confined["run_dir"].glob("episodes/*"))
     assert (attempt / "actor-stdout.log").read_text() == "probes done: 12 kinds\n"
-    stopped = next(
-        json.loads(line)
-        for line in (attempt / "events.jsonl").read_text().splitlines()
-        if '"actor_stopped"' in line
-    )
+    stopped = attempt_events(attempt, "actor_stopped")[0]
     assert stopped["output"]["stdout"] == {
         "bytes": 22,
         "file": "actor-stdout.log",

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import REPO, copied_actor, mailroom_exe, sandbox_processes_left, worker_processes
+from recorded_events import attempt_events
 
 LIVE = int(os.environ.get("MAILROOM_SOAK_LIVE", "16"))
 THINK_S = float(os.environ.get("MAILROOM_SOAK_THINK_S", "2"))
@@ -131,10 +132,6 @@ def _results(run_dir: Path) -> dict[str, dict[str, Any]]:
         p.parent.name: json.loads(p.read_text())
         for p in (run_dir / "episodes").glob("*/result.json")
     }
-
-
-def _events(attempt: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (attempt / "events.jsonl").read_text().splitlines()]
 
 
 def _errors(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -281,7 +278,7 @@ def _print_figures(
     for attempt, role in role_of.items():
         if role == "never started":
             continue
-        events = _events(run_dir / "episodes" / attempt)
+        events = attempt_events(run_dir / "episodes" / attempt)
         starts += [e["t"] for e in events if e["event"] == "episode_started"]
         began = [e["t"] for e in events if e["event"] == "actor_started"]
         if began:

@@ -9,12 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from campaign_builders import diagnostic_actor, launch_config
 from mailroom.benchmarks.libero.adapter import LiberoAdapter
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.launcher import profile_launcher
-from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.profiles import profile_dir
-from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_work
+from mailroom.orchestrator.campaign.coordinator import Work, run_work
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.replay.diagnostics import (
@@ -26,7 +23,6 @@ from mailroom.orchestrator.replay.recorded import read_recorded
 from mailroom.orchestrator.replay.replayer import replay
 from mailroom.orchestrator.sim.base import ControlOutcome, TaskIdentity
 
-PROFILE = "scripted_diagnostic"
 # LIBERO-Goal task 8, "put the bowl on the plate": its goal is (On akita_black_bowl_1 plate_1).
 CASE = Case(suite="libero_goal", task_index=8, init_state_index=0, seed=7)
 FORCED_AFTER = 7
@@ -63,25 +59,13 @@ def open_forcing(*, control_cap: int, proprio: bool) -> ForcingAdapter:
 def test_a_forced_success_has_every_goal_predicate_holding_at_its_control(
     tmp_path: Path, module_mailbox_root: Path
 ) -> None:
-    declaration = json.loads((profile_dir(PROFILE) / "profile.json").read_text("utf-8"))
-    limits = ActorLimits.model_validate(declaration["limits"])
     run_dir = tmp_path / "run"
     run_dir.mkdir(mode=0o700)
-    actor = ["{python}", str(profile_dir(PROFILE) / "actor.py"), "{endpoint}", "--chunks", "4"]
-    config = LaunchConfig(
-        run_dir=run_dir,
-        mailbox_root=module_mailbox_root,
+    config = launch_config(
+        run_dir,
+        module_mailbox_root,
+        actor=diagnostic_actor("--chunks", "4"),
         settings=RunSettings(max_policy_calls=6, replan_interval=5, response_timeout_s=120.0),
-        record="minimal",
-        launcher=profile_launcher(
-            actor,
-            profile=PROFILE,
-            confinement=ConfinementSettings(mode="sandbox"),
-            limits=limits,
-            run_dir=run_dir,
-            mailbox_root=module_mailbox_root,
-        ),
-        limits=limits,
         simulator=open_forcing,
     )
     outcome = run_work(config, [Work(CASE, 1)], 1, lambda *_: None)

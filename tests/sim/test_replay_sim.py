@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import cli_plan, launch_command, mailroom_exe
 from mailroom.orchestrator.actors.profiles import profile_dir
+from recorded_events import attempt_events
 
 ACTOR = str(profile_dir("scripted_diagnostic") / "actor.py")
 FIRST = "libero_10-t000-i00-o0-s20260907-a1"
@@ -163,7 +164,7 @@ def _executed_counter(attempt: Path) -> None:
 
     _edit_result(attempt, edit)
     log = attempt / "events.jsonl"
-    events = [json.loads(line) for line in log.read_text().splitlines()]
+    events = attempt_events(attempt)
     last = max(e["sequence"] for e in events if e["event"] == "observation_published")
     executed = [e for e in events if e["event"] == "actions_executed"][-1]
     extra = {**executed, "sequence": last + 1, "executed_prefix": executed["executed_prefix"][:1]}

@@ -24,6 +24,7 @@ from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.base import ControlOutcome
 from mailroom.orchestrator.transport.png import decode_png
 from mailroom.orchestrator.transport.policy import PolicyObservation
+from recorded_events import attempt_events
 from thread_actor import Script, ThreadActor, act, stop, thread_launcher
 
 CASE = Case(suite="libero_10", task_index=0, init_state_index=0, seed=20260907)
@@ -76,7 +77,7 @@ def _run(
 def check_records(result: EpisodeResult, episode_dir: Path, record: RecordMode = "full") -> None:
     """On the real runner: the counters rebuilt from the event log (as for an interrupted
     attempt) equal the result's, and the step rows are the executed prefixes in order."""
-    events = _events(episode_dir)
+    events = attempt_events(episode_dir)
     rebuilt = counters_from_events(events)
     per_episode = {"first_success_control", "first_success_policy_call"}
     assert rebuilt.model_dump(exclude=per_episode) == result.counters.model_dump(
@@ -119,10 +120,6 @@ def check_records(result: EpisodeResult, episode_dir: Path, record: RecordMode =
         if name.endswith(".json")
     ]
     assert len(ids) == len(set(ids)) >= result.counters.policy_calls  # each call answered one
-
-
-def _events(episode_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (episode_dir / "events.jsonl").read_text().splitlines()]
 
 
 def _invalid_three_times(observation: dict[str, Any]) -> dict[str, Any] | bytes:
@@ -170,7 +167,7 @@ def test_feedback_rejects_whole_responses_and_redelivers_the_same_capture(
                 first, decode_png((outbox / f"obs-{n}-{camera}.png").read_bytes())
             )
         assert not np.array_equal(first, decode_png((outbox / f"obs-5-{camera}.png").read_bytes()))
-    executed = [e for e in _events(episode_dir) if e["event"] == "actions_executed"]
+    executed = attempt_events(episode_dir, "actions_executed")
     assert [e["sequence"] for e in executed] == [4]  # nothing of a rejected call ran
 
 
@@ -257,7 +254,7 @@ def test_silent_actor_times_out_and_nothing_runs_after_its_last_decision(
     assert (result.counters.policy_calls, result.counters.executed_controls) == (1, 5)
     flow = [
         (e["event"], e.get("sequence"))
-        for e in _events(episode_dir)
+        for e in attempt_events(episode_dir)
         if e["event"] in ("observation_published", "actions_executed", "closed_published")
     ]
     assert flow == [
@@ -277,9 +274,7 @@ def test_chunks_execute_at_most_k_and_shorter_chunks_fewer(
 
     result, _, episode_dir = _run(adapter, tmp_path, script, _settings(max_chunk=8))
     assert result.counters.executed_controls == 2 + 5
-    prefixes = [
-        len(e["executed_prefix"]) for e in _events(episode_dir) if e["event"] == "actions_executed"
-    ]
+    prefixes = [len(e["executed_prefix"]) for e in attempt_events(episode_dir, "actions_executed")]
     assert prefixes == [2, 5]
 
 
@@ -354,7 +349,7 @@ def test_native_success_stops_at_the_first_successful_control(tmp_path: Path) ->
     assert result.outcome == "success" and result.termination == "native_success"
     assert (c.first_success_control, c.first_success_policy_call) == (7, 2)
     assert c.executed_controls == 7 and c.policy_calls == 2
-    executed = [e for e in _events(episode_dir) if e["event"] == "actions_executed"]
+    executed = attempt_events(episode_dir, "actions_executed")
     assert [len(e["executed_prefix"]) for e in executed] == [5, 2]  # rest of chunk 2 unrun
 
 
@@ -399,7 +394,7 @@ def _invalid_two_then_act(observation: dict[str, Any]) -> dict[str, Any]:
 def _event_skeleton(episode_dir: Path) -> list[tuple[Any, ...]]:
     keep = {"observation_published", "response_claimed", "actions_executed", "episode_finished"}
     out: list[tuple[Any, ...]] = []
-    for e in _events(episode_dir):
+    for e in attempt_events(episode_dir):
         if e["event"] in keep:
             out.append(
                 (

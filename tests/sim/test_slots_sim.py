@@ -48,6 +48,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.sim.base import ControlOutcome, SimulatorError, TaskIdentity
 from mailroom.orchestrator.sim.parked import Holding
+from recorded_events import attempt_events
 
 PROFILE = "scripted_diagnostic"
 ACTOR = str(profile_dir(PROFILE) / "actor.py")
@@ -187,15 +188,11 @@ def _run(
     assert sandbox_processes_left(run_dir) == []
 
 
-def _events(episode: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (episode / "events.jsonl").read_text().splitlines()]
-
-
 def _delivered(run_dir: Path, case: Case) -> dict[str, Any]:
     """What the episode showed and did, without times and random tokens."""
     episode = run_dir / "episodes" / case.attempt_id(1)
     result = json.loads((episode / "result.json").read_text())
-    events = _events(episode)
+    events = attempt_events(episode)
     return {
         "images": [e["image_sha256"] for e in events if e["event"] == "observation_published"],
         "steps": (episode / "steps.jsonl").read_text(),
@@ -222,7 +219,7 @@ def _holding(run_dir: Path, case: Case) -> str:
 
 
 def _first_and_end(run_dir: Path, case: Case) -> tuple[float, float]:
-    events = _events(run_dir / "episodes" / case.attempt_id(1))
+    events = attempt_events(run_dir / "episodes" / case.attempt_id(1))
     first = min(e["t"] for e in events if e["event"] == "observation_published")
     return float(first), float(max(e["t"] for e in events if e["event"] == "episode_finished"))
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mailbox_cases import LIMITS
 from mailroom.mailbox.endpoint import create_endpoint
 from mailroom.mailbox.parser import Accepted
 from mailroom.mailbox.receiver import Reception, ResponseReceiver
 from mailroom.mailbox.watcher import InboxWatcher, WatchMode
-from test_mailbox_cases import LIMITS
 
 ENDPOINTS = 10
 RESPONSES = 1000  # per endpoint

@@ -4,6 +4,8 @@ directories the upgrade must keep readable. Each is checked against its frozen s
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 from mailroom.mailbox.schemas import schema_errors
@@ -46,3 +48,38 @@ def manifest_as(manifest: Doc, version: int) -> Doc:
     errors = schema_errors(older["schema"], older)
     assert errors == [], f"not a {older['schema']} document: {errors[0]}"
     return older
+
+
+# Results (`mailroom.episode_result/vN`), rewritten in place in their file.
+
+
+def result_as_v5(path: Path) -> None:
+    """The result at `path` as v5 wrote it: everything but what the kernel enforced."""
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v5"
+    del document["enforcement"]
+    assert schema_errors("mailroom.episode_result/v5", document) == []
+    path.write_text(json.dumps(document))
+
+
+def result_as_v4(path: Path) -> None:
+    """The result at `path` as v4 wrote it: everything but how its simulator was held
+    (and what the kernel enforced)."""
+    result_as_v5(path)
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v4"
+    del document["simulator"]
+    assert schema_errors("mailroom.episode_result/v4", document) == []
+    path.write_text(json.dumps(document))
+
+
+def result_as_v1(path: Path) -> None:
+    """The result at `path` as v1 wrote it: before confinement, queueing and processing
+    times, instructions versions, simulator holding and enforcement were recorded."""
+    document = json.loads(path.read_text())
+    document["schema"] = "mailroom.episode_result/v1"
+    later = ("confinement", "queue_delay", "processing", "instructions_version", "simulator")
+    for name in (*later, "enforcement"):
+        del document[name]
+    assert schema_errors("mailroom.episode_result/v1", document) == []
+    path.write_text(json.dumps(document))

@@ -1,7 +1,7 @@
 """`mailroom export --format parquet` of provider usage: each episode's `usage.*` columns
 (null with the reason where nothing was metered, never 0) and the per-request table read
 from each attempt's provider-requests.jsonl, a file that cannot be trusted skipped and
-said (run directories made here: tests/unit/test_report_usage.py)."""
+said (run directories made here: tests/support/metered_runs.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.results.export import USAGE_COLUMNS, export_parquet
 from mailroom.orchestrator.results.provider_requests import REQUEST_COLUMNS
-from test_export import column, export
-from test_report_usage import DECLARED, HOSTILE_MODEL, usage_run
+from metered_runs import DECLARED, HOSTILE_MODEL, usage_run
+from parquet_exports import column, export
 
 
 def test_episodes_carry_what_was_metered_and_nulls_with_the_reason_elsewhere(

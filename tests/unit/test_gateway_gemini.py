@@ -18,7 +18,7 @@ from mailroom.orchestrator.gateway.metering import Metered, requested_model
 from mailroom.orchestrator.gateway.server import EpisodeGate, Gateway
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.records.result import ProviderUsage
-from test_gateway_metering import metered
+from metered_streams import metered
 
 KEY = "AIza-real-key-of-the-gemini-test"
 TOKEN = "episode-token-of-the-gemini-test"

@@ -7,9 +7,9 @@ import threading
 import time
 from pathlib import Path
 
+from kernel_limit_values import max_queued_events
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.mailbox.watcher import FALLBACK_SCAN_INTERVAL, FallbackReason, InboxWatcher
-from test_mailbox_watcher import _max_queued_events
 
 
 def _arrive(inbox: Path, name: str) -> None:
@@ -128,7 +128,7 @@ def test_a_kernel_queue_overflow_in_one_inbox_reaches_every_watcher(tmp_path: Pa
         here.touch()
         with reader._lock:  # the reader takes this lock around every read
             # Moves back and forth: never two alike in a row, so none coalesce.
-            for _ in range(_max_queued_events() + 5000):
+            for _ in range(max_queued_events() + 5000):
                 os.rename(here, there)
                 here, there = there, here
         deadline = time.monotonic() + 10

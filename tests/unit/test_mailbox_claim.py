@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from mailbox_cases import write_atomically
 from mailroom.mailbox.claim import Claimed, claim_from, claim_response, read_response_copy
 from mailroom.mailbox.parser import MAX_RESPONSE_BYTES, ProtocolError, ProtocolReason
-from test_mailbox_cases import write_atomically
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from mailbox_cases import LIMITS, REQUEST_ID, VALID, encode, response, write_atomically
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted, ProtocolError, ProtocolReason
 from mailroom.mailbox.receiver import Reception, ResponseReceiver
 from mailroom.mailbox.watcher import InboxWatcher, WatchMode
-from test_mailbox_cases import LIMITS, REQUEST_ID, VALID, encode, response, write_atomically
 
 BOUND_S = 30.0
 JUNK_BEFORE = 4000

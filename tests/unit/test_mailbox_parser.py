@@ -6,6 +6,16 @@ import json
 import random
 
 import pytest
+from mailbox_cases import (
+    CASES,
+    LIMITS,
+    OTHER_REQUEST_ID,
+    REQUEST_ID,
+    VALID,
+    encode,
+    response,
+    verdict,
+)
 from mailroom.mailbox.parser import (
     MAX_DEPTH,
     Accepted,
@@ -18,16 +28,6 @@ from mailroom.mailbox.parser import (
     validate_actions,
 )
 from mailroom.mailbox.schemas import schema_errors
-from test_mailbox_cases import (
-    CASES,
-    LIMITS,
-    OTHER_REQUEST_ID,
-    REQUEST_ID,
-    VALID,
-    encode,
-    response,
-    verdict,
-)
 
 FILE_CASES = {c.name: c for c in CASES if c.expect[0] in ("accepted", "invalid")} | {
     "wrong_request_id": next(c for c in CASES if c.name == "wrong_request_id")

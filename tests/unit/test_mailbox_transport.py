@@ -9,7 +9,6 @@ import errno
 import json
 import os
 import re
-import secrets
 import stat
 import subprocess
 import sys
@@ -19,12 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from conftest import leaks_under
+from mailbox_cases import LIMITS, encode, write_atomically
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.feedback import bounded_feedback
-from mailroom.mailbox.messages import ActionSpec, Feedback, PublicCounters
 from mailroom.mailbox.parser import Accepted, Invalid, ProtocolError, ProtocolReason
 from mailroom.mailbox.publish import OutboxDurability
 from mailroom.mailbox.schemas import schema_errors
@@ -32,40 +30,13 @@ from mailroom.mailbox.watcher import WatchMode
 from mailroom.measures import CLOCK
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.sim.base import Capture
-from mailroom.orchestrator.transport.base import Delivery, TimedOut
+from mailroom.orchestrator.transport.base import TimedOut
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
-from test_mailbox_cases import LIMITS, encode, write_atomically
+from recorded_events import attempt_events
+from transport_deliveries import CAPTURE, small_delivery
 from watchdog.observers.inotify_c import InotifyFD
 
-CAPTURE = Capture(
-    images={"agentview": np.zeros((8, 8, 3), dtype=np.uint8)}, joint_pos=None, gripper_qpos=None
-)
-SPEC = ActionSpec(
-    layout=["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"],
-    control_hz=20,
-    replan_interval=5,
-    max_chunk=5,
-)
 PRIVATE_NAME = "run-libero_10-task0-seed20260907"
-
-
-def _delivery(sequence: int, feedback: Feedback | None = None) -> Delivery:
-    return Delivery(
-        sequence=sequence,
-        request_id=secrets.token_hex(16),
-        instruction="an instruction",
-        capture=CAPTURE,
-        action_spec=SPEC,
-        counters=PublicCounters(
-            policy_calls=sequence - 1,
-            max_policy_calls=10,
-            executed_controls=0,
-            max_controls=50,
-            rejected_responses=0,
-        ),
-        feedback=feedback,
-    )
 
 
 def _answer(endpoint: Endpoint, name: str, build: Any) -> threading.Thread:
@@ -91,11 +62,6 @@ def _act(observation: dict[str, Any], value: float = 0.1) -> dict[str, Any]:
     }
 
 
-def _events(evidence: EpisodeEvidence) -> list[dict[str, Any]]:
-    lines = (evidence.directory / "events.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
-
-
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[tuple[Endpoint, EpisodeEvidence]]:
     endpoint = create_endpoint(tmp_path / "mailbox")
@@ -111,20 +77,20 @@ def test_an_exchange_with_every_kind_of_outcome(
     endpoint, evidence = setup
     transport = MailboxTransport(endpoint, evidence, watch_mode=mode)
 
-    first = _delivery(1)
+    first = small_delivery(1)
     transport.deliver(first)
     _answer(endpoint, "resp-1.json", _act).join()
     outcome = transport.await_decision(first, LIMITS, 10.0)
     assert isinstance(outcome, Accepted) and outcome.actions == ((0.1, 0, 0, 0, 0, 0, -1),)
 
-    second = _delivery(2)
+    second = small_delivery(2)
     transport.deliver(second)
     writer = _answer(endpoint, "resp-2.json", lambda o: _act(o, 1.5))
     rejected = transport.await_decision(second, LIMITS, 10.0)
     writer.join()
     assert isinstance(rejected, Invalid) and rejected.reason == "out_of_bounds"
 
-    third = _delivery(3, bounded_feedback(2, rejected.issues))
+    third = small_delivery(3, bounded_feedback(2, rejected.issues))
     transport.deliver(third)
     writer = _answer(endpoint, "resp-2.json", _act)  # answers under the old name again
     duplicate = transport.await_decision(third, LIMITS, 10.0)
@@ -137,7 +103,10 @@ def test_an_exchange_with_every_kind_of_outcome(
     write_atomically(endpoint.response_file(4), b"{}")
     assert transport.sweep_late() == 1
 
-    kinds = [(e["event"], e.get("sequence"), e.get("outcome")) for e in _events(evidence)]
+    kinds = [
+        (e["event"], e.get("sequence"), e.get("outcome"))
+        for e in attempt_events(evidence.directory)
+    ]
     assert kinds == [
         ("first_observation_publishing", None, None),
         ("observation_published", 1, None),
@@ -151,7 +120,7 @@ def test_an_exchange_with_every_kind_of_outcome(
         ("late_response", None, None),
         ("late_response", None, None),
     ]
-    events = _events(evidence)
+    events = attempt_events(evidence.directory)
     assert events[4]["reasons"] == ["out_of_bounds"]
     assert (events[6]["stray_kind"], events[6]["name"]) == ("duplicate", "resp-2.json")
     assert events[7]["reason"] == "duplicate_response"
@@ -188,7 +157,7 @@ def test_a_silent_actor_times_out_and_a_retry_still_gets_the_answer(
 ) -> None:
     endpoint, evidence = setup
     transport = MailboxTransport(endpoint, evidence)
-    first = _delivery(1)
+    first = small_delivery(1)
     transport.deliver(first)
     assert isinstance(transport.await_decision(first, LIMITS, 0.2), TimedOut)
     write_atomically(endpoint.response_file(1), encode(_act({"request_id": first.request_id})))
@@ -205,12 +174,12 @@ def test_a_watcher_fallback_is_recorded_and_changes_nothing_else(
     monkeypatch.setattr(InotifyFD, "_create_inotify_fd", classmethod(no_instance))
     endpoint, evidence = setup
     transport = MailboxTransport(endpoint, evidence, watch_mode="inotify")
-    first = _delivery(1)
+    first = small_delivery(1)
     transport.deliver(first)
     _answer(endpoint, "resp-1.json", _act).join()
     assert isinstance(transport.await_decision(first, LIMITS, 10.0), Accepted)
     transport.close(1)
-    fell_back = [e for e in _events(evidence) if e["event"] == "watcher_fell_back"]
+    fell_back = attempt_events(evidence.directory, "watcher_fell_back")
     assert [e["reason"] for e in fell_back] == ["observer_start_failed"]
 
 
@@ -249,7 +218,7 @@ def test_the_declared_outbox_durability_reaches_every_publication(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    first = _delivery(1)
+    first = small_delivery(1)
     transport.deliver(first)
     transport.close(1)
     monkeypatch.undo()
@@ -286,7 +255,7 @@ def test_the_outbox_is_synced_only_when_the_run_declares_it_durable(
     monkeypatch.setattr(os, "fsync", recording)
     transport = MailboxTransport(endpoint, evidence, outbox_durability=durability)
     try:
-        transport.deliver(_delivery(1))
+        transport.deliver(small_delivery(1))
     finally:
         monkeypatch.setattr(os, "fsync", real_fsync)
         transport.close(1)
@@ -312,7 +281,7 @@ def test_the_decision_cycle_ends_when_the_observation_is_published(
     CLOCK.reset(enabled=True)
     try:
         CLOCK.begin_cycle()
-        transport.deliver(_delivery(1))
+        transport.deliver(small_delivery(1))
         cycles, samples = CLOCK.cycles, dict(CLOCK.samples)
     finally:
         CLOCK.reset(enabled=False)
@@ -323,5 +292,5 @@ def test_the_decision_cycle_ends_when_the_observation_is_published(
     assert {"encode", "observation_document", "publish", "cycle"} <= set(cycles[0])
     assert len(samples["after_publication"]) == 1
     assert cycles[0]["after_publication"] == samples["after_publication"][0]
-    logged = [e["event"] for e in _events(evidence)]
+    logged = [e["event"] for e in attempt_events(evidence.directory)]
     assert logged[:2] == ["first_observation_publishing", "observation_published"]

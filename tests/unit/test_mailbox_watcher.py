@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kernel_limit_values import max_queued_events
+from mailbox_cases import write_atomically
 from mailroom.mailbox.watcher import (
     FallbackReason,
     InboxWatcher,
@@ -22,7 +24,6 @@ from mailroom.mailbox.watcher import (
     WatchMode,
     _Wakeup,
 )
-from test_mailbox_cases import write_atomically
 from watchdog.observers.inotify_c import InotifyFD
 
 BOUND_S = 10.0
@@ -172,10 +173,6 @@ def test_a_dead_inotify_reader_thread_is_noticed(inbox: Path) -> None:
         assert watcher.fallback_reason is FallbackReason.OBSERVER_DIED
 
 
-def _max_queued_events() -> int:
-    return int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
-
-
 def test_a_kernel_event_queue_overflow_falls_back(inbox: Path) -> None:
     """A real IN_Q_OVERFLOW: the reader is held off while the kernel queue fills up."""
     with InboxWatcher(inbox, mode="inotify") as watcher:
@@ -186,7 +183,7 @@ def test_a_kernel_event_queue_overflow_falls_back(inbox: Path) -> None:
         with observer.inotify_fd._lock:  # the reader takes this lock around every read
             # Moves (the watcher asks for creations and moves only), back and forth: two
             # events each, never two alike in a row, so the kernel cannot coalesce them.
-            for _ in range(_max_queued_events() // 2 + 5000):
+            for _ in range(max_queued_events() // 2 + 5000):
                 os.rename(here, there)
                 here, there = there, here
         thread = _later(lambda: write_atomically(inbox / "resp-1.json", b"{}"))

@@ -4,23 +4,18 @@ run of any earlier version reads and resumes as the current version (`records.up
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 import pytest
 from mailroom.mailbox.schemas import schema_errors
-from mailroom.orchestrator.actors.confinement import ConfinementSettings
-from mailroom.orchestrator.actors.sandbox import SandboxTool
 from mailroom.orchestrator.campaign.manifest import (
     EXTERNAL_ACTORS,
     ManifestConflictError,
-    build_manifest,
     check_compatible,
 )
 from mailroom.orchestrator.cli.launch import launch
 from mailroom.orchestrator.cli.launch_options import settings_from_options
 from mailroom.orchestrator.episode.settings import RunSettings
-from mailroom.orchestrator.families.plans import build_plan
 from mailroom.orchestrator.families.registry import run_family_errors
 from mailroom.orchestrator.records.manifest import (
     MANIFEST_SCHEMA,
@@ -30,6 +25,7 @@ from mailroom.orchestrator.records.manifest import (
 from mailroom.orchestrator.records.upgrade import RecordRefusedError, upgrade_manifest
 from older_records import manifest_as
 from pydantic import ValidationError
+from run_manifests import GATEWAY, UPSTREAM, external_manifest, gateway_manifest
 
 
 def readable(manifest: object) -> bool:
@@ -39,26 +35,6 @@ def readable(manifest: object) -> bool:
     except RecordRefusedError:
         return False
     return True
-
-
-def external_manifest(tmp_path: Path, settings: RunSettings) -> dict[str, Any]:
-    """A manifest of the fast plan for external actors, as a launch would write it."""
-    plan = build_plan("fast")
-    return build_manifest(
-        run_id="run-manifest-test",
-        plan_sha256=plan.plan_sha256,
-        plan_kind=plan.kind,
-        n_cases=len(plan.cases),
-        profile_name="scripted_diagnostic",
-        profile_declaration={"profile": "scripted_diagnostic", "capability_score": False},
-        settings=settings,
-        actor_command=None,
-        record="minimal",
-        run_dir=tmp_path / "run",
-        mailbox_root=tmp_path / "mailboxes",
-        workers=1,
-        confinement=ConfinementSettings(mode="external"),
-    )
 
 
 @pytest.mark.parametrize("durability", ["atomic", "durable"])
@@ -251,46 +227,6 @@ def test_a_v5_run_refuses_a_resume_that_enforces_otherwise(tmp_path: Path) -> No
 
 
 # The provider gateway ---------------------------------------------------------------
-
-GATEWAY: dict[str, Any] = {
-    "provider": "anthropic",
-    "routes": ["POST /v1/messages", "POST /v1/messages/count_tokens"],
-    "key_variable": "ANTHROPIC_API_KEY",
-    "max_request_bytes": 33554432,
-    "price_table": {
-        "sha256": "ab" * 32,
-        "source": "https://www.anthropic.com/pricing",
-        "retrieved": "2026-11-30",
-        "user_file": False,
-    },
-    "budgets": {"requests": 200, "input_tokens": None, "output_tokens": None, "cost_usd": 5.0},
-}
-UPSTREAM = "http://127.0.0.1:41733"
-
-
-def gateway_manifest(
-    tmp_path: Path, gateway: dict[str, Any] | None = GATEWAY, upstream: str | None = UPSTREAM
-) -> dict[str, Any]:
-    """A manifest of sandboxed actors whose only route out is the provider gateway."""
-    plan = build_plan("fast")
-    return build_manifest(
-        run_id="run-gateway-test",
-        plan_sha256=plan.plan_sha256,
-        plan_kind=plan.kind,
-        n_cases=len(plan.cases),
-        profile_name="claude_code",
-        profile_declaration={"profile": "claude_code", "capability_score": True},
-        settings=RunSettings(),
-        actor_command=["agent"],
-        record="minimal",
-        run_dir=tmp_path / "run",
-        mailbox_root=tmp_path / "mailboxes",
-        workers=1,
-        confinement=ConfinementSettings(mode="sandbox", network="gateway"),
-        sandbox_tool=SandboxTool(path="/usr/bin/bwrap", version="0.8.0"),
-        provider_gateway=gateway,
-        provider_upstream=upstream,
-    )
 
 
 def test_the_manifest_records_the_provider_gateway_as_given(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from mailroom.orchestrator.campaign.manifest import package_version
 from mailroom.orchestrator.replay.campaign import replay_run
 from mailroom.orchestrator.replay.drift import version_drift
 from mailroom.orchestrator.replay.recorded import NotReplayableError, read_recorded
-from test_export import make_run, write_result
+from recorded_runs import make_run, write_result
 
 
 def _event(kind: str, **fields: object) -> str:

@@ -7,42 +7,20 @@ import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from mailroom.mailbox.schemas import schema_errors
 from mailroom.orchestrator.actors.confinement import confinement_of_run
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import RunDirectory, read_result
 from mailroom.orchestrator.results.export import export_parquet
 from mailroom.orchestrator.results.reporter import build_report
-from older_records import manifest_as
-from test_export import as_v5, make_run, write_result
-
-
-def as_v1(path: Path) -> None:
-    document = json.loads(path.read_text())
-    document["schema"] = "mailroom.episode_result/v1"
-    later = ("confinement", "queue_delay", "processing", "instructions_version", "simulator")
-    for name in (*later, "enforcement"):
-        del document[name]
-    assert schema_errors("mailroom.episode_result/v1", document) == []
-    path.write_text(json.dumps(document))
-
-
-def as_v4(path: Path) -> None:
-    """The result as v4 wrote it: everything but how its simulator was held (and what
-    the kernel enforced)."""
-    as_v5(path)
-    document = json.loads(path.read_text())
-    document["schema"] = "mailroom.episode_result/v4"
-    del document["simulator"]
-    assert schema_errors("mailroom.episode_result/v4", document) == []
-    path.write_text(json.dumps(document))
+from older_records import manifest_as, result_as_v1
+from recorded_runs import make_run, write_result
 
 
 def test_a_v1_result_reports_as_not_confined_beside_a_v2_one(tmp_path: Path) -> None:
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-    as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    result_as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     old = read_result(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     assert isinstance(old, EpisodeResult) and old.confinement is None and not old.confined
     report = build_report(run.root)

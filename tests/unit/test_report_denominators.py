@@ -19,10 +19,10 @@ from mailroom.orchestrator.cli.report import COLUMNS, print_report
 from mailroom.orchestrator.records.result import Enforcement
 from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.results.reporter import Report, Tally, build_report
+from older_records import result_as_v1, result_as_v4
 from pydantic import ValidationError
+from recorded_runs import make_run, write_result
 from rich.console import Console
-from test_export import make_run, write_result
-from test_report_confinement import as_v1, as_v4
 
 WIDTH = 80
 
@@ -103,7 +103,7 @@ def five_cases(tmp_path: Path) -> tuple[RunDirectory, list[Case]]:
         enforcement=held,
     )
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-    as_v4(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    result_as_v4(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     write_result(run, cases[2], 1, outcome="error", executed=0, proprio=False)
     _started(run, cases[3], 1)
     record_interrupted(run, cases[3].attempt_id(1), reason="the orchestrator stopped")
@@ -206,7 +206,7 @@ def test_worker_lost_and_corrupt_are_errored_v1_still_counts(tmp_path: Path) -> 
     _started(run, cases[0], 1)
     record_interrupted(run, cases[0].attempt_id(1), reason="worker died", kind="worker_lost")
     write_result(run, cases[1], 1, outcome="failure", executed=10, proprio=False)
-    as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
+    result_as_v1(run.episode_dir(cases[1].attempt_id(1)) / "result.json")
     write_result(run, cases[2], 1, outcome="success", executed=5, proprio=False)
     corrupt = run.episode_dir(cases[2].attempt_id(1)) / "result.json"
     corrupt.write_bytes(corrupt.read_bytes()[:80])  # cut mid-document

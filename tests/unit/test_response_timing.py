@@ -27,6 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mailbox_cases import LIMITS
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted
 from mailroom.mailbox.watcher import FallbackReason
@@ -40,8 +41,8 @@ from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
-from test_mailbox_cases import LIMITS
-from test_mailbox_transport import _delivery
+from recorded_events import attempt_events
+from transport_deliveries import small_delivery
 from watchdog.observers.inotify_c import InotifyFD
 
 K = 3
@@ -88,11 +89,6 @@ def _arrival_noted(transport: MailboxTransport, name: str) -> float:
         assert time.monotonic() < give_up, f"no event noted for {name}"
         time.sleep(0.001)
     return arrived
-
-
-def _events(evidence: EpisodeEvidence) -> list[dict[str, Any]]:
-    lines = (evidence.directory / "events.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
 
 
 def _finished(events: list[dict[str, Any]]) -> tuple[str, str | None]:
@@ -166,7 +162,7 @@ def test_a_response_that_arrived_before_its_deadline_is_served_after_it(worker: 
     assert worker.live.live == []
     assert worker.reports[-1][:4] == ("finished", "c-1", 1, "success")
     worker.evidence.close()
-    events = _events(worker.evidence)
+    events = attempt_events(worker.evidence.directory)
     assert _finished(events) == ("success", "native_success")
     [claimed] = [e for e in events if e["event"] == "response_claimed"]
     assert claimed["outcome"] == "accepted"
@@ -188,7 +184,7 @@ def test_a_response_that_arrived_after_its_deadline_is_a_timeout_though_looked_a
     assert worker.live.live == []
     assert worker.reports[-1][:4] == ("finished", "c-1", 1, "error")
     worker.evidence.close()
-    events = _events(worker.evidence)
+    events = attempt_events(worker.evidence.directory)
     assert _finished(events) == ("error", "actor_timeout")
     kinds = [e["event"] for e in events]
     assert "response_claimed" not in kinds and "decision_served" not in kinds
@@ -226,7 +222,7 @@ def test_a_response_found_by_a_scan_has_its_wait_as_queueing_delay(
     assert worker.transport.watcher.arrival_of("resp-1.json") is None  # no event: a scan
     assert worker.live.live == []
     worker.evidence.close()
-    events = _events(worker.evidence)
+    events = attempt_events(worker.evidence.directory)
     assert _finished(events) == ("success", "native_success")
     [served] = [e for e in events if e["event"] == "decision_served"]
     # The kernel's clock for ctime is coarse (it lags, never leads): the arrival comes
@@ -281,7 +277,7 @@ def test_alone_a_response_that_arrived_after_the_deadline_is_a_timeout(tmp_path:
     assert (result.outcome, result.termination) == ("error", "actor_timeout")
     [error] = result.errors
     assert (error.kind, error.code) == ("actor_timeout", "response_deadline_missed")
-    events = _events(evidence)
+    events = attempt_events(evidence.directory)
     assert "response_claimed" not in [e["event"] for e in events]
     [late] = [e for e in events if e["event"] == "late_response"]
     assert (late["stray_kind"], late["name"]) == ("late", "resp-1.json")
@@ -298,7 +294,7 @@ def test_a_response_there_before_its_observation_dates_from_the_publication(
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")
     transport = MailboxTransport(endpoint, evidence)
     try:
-        delivery = _delivery(1)
+        delivery = small_delivery(1)
         write_response(endpoint.response_file(1), _body(delivery.request_id))
         _arrival_noted(transport, "resp-1.json")  # then forgotten by the publication
         transport.deliver(delivery)
@@ -325,6 +321,6 @@ def test_a_first_wait_taken_up_late_keeps_its_deadline_from_the_publication(
         worker.live._serve()
         assert worker.reports[-1][:4] == ("finished", "c-1", 1, "error")
         worker.evidence.close()
-        events = _events(worker.evidence)
+        events = attempt_events(worker.evidence.directory)
         assert _finished(events) == ("error", "actor_timeout")
         assert [e["name"] for e in events if e["event"] == "late_response"] == ["resp-1.json"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from mailroom.benchmarks.libero_plus.init_states import InitStatesError
@@ -27,6 +26,7 @@ from mailroom.orchestrator.sim.base import Capture, EpisodeStart, TaskIdentity
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
 from mailroom.orchestrator.transport.mailbox import MailboxTransport
+from recorded_events import attempt_events
 
 K = 3
 CALLS = 4
@@ -96,9 +96,7 @@ def test_every_executed_control_has_its_step_row_in_order(tmp_path: Path) -> Non
     assert rows.frame_index.tolist() == list(range(CALLS * K))
     assert rows.policy_call.tolist() == [call for call in range(1, CALLS + 1) for _ in range(K)]
     assert [round(float(a[0]), 6) for a in rows.action[::K]] == [0.1, 0.2, 0.3, 0.4]
-    lines = (evidence.directory / "events.jsonl").read_text().splitlines()
-    events: list[dict[str, Any]] = [json.loads(line) for line in lines]
-    assert counters_from_events(events) == result.counters
+    assert counters_from_events(attempt_events(evidence.directory)) == result.counters
 
 
 def test_step_rows_are_kept_until_written_and_close_writes_the_rest(tmp_path: Path) -> None:

@@ -12,41 +12,13 @@ import re
 from pathlib import Path
 
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.viewer.comparison_site import build_comparison_site
 from mailroom.orchestrator.viewer.run_page import ATTEMPT_COLUMNS
 from mailroom.orchestrator.viewer.site import build_site
-from test_report_usage import HOSTILE_MODEL, answer, make_gateway_run, usage_run, write_metered
+from metered_runs import HOSTILE_MODEL, answer, make_gateway_run, usage_site, write_metered
+from recorded_runs import make_run, write_result
 
 ESCAPED_MODEL = "[bold red]x[/bold red]&lt;script&gt;alert(1)&lt;/script&gt;"
-
-
-def _event(kind: str, **fields: object) -> str:
-    return json.dumps({"t": 1.0, "event": kind, **fields}) + "\n"
-
-
-def usage_site(tmp_path: Path) -> tuple[RunDirectory, list[Case], Path]:
-    """tests/unit/test_report_usage.py's run, its first attempt's two decisions served (1.6 s
-    and 0.3 s), as a site."""
-    run, cases = usage_run(tmp_path)
-    directory = run.episode_dir(cases[0].attempt_id(1))
-    (directory / "events.jsonl").write_text(
-        "".join(
-            _event("observation_published", sequence=n, image_sha256={}, feedback=None)
-            + _event("response_claimed", sequence=n, outcome="accepted", decision=decision)
-            + _event(
-                "decision_served",
-                sequence=n,
-                latency_ms=latency,
-                queue_delay_ms=0.5,
-                processing_ms=2.0,
-            )
-            for n, decision, latency in ((1, "act", 1600.0), (2, "stop", 300.0))
-        )
-    )
-    out = tmp_path / "site"
-    build_site(run.root, out)
-    return run, cases, out
 
 
 def _attempt(out: Path, case: Case) -> str:
@@ -134,8 +106,6 @@ def test_the_comparison_site_shows_each_runs_cost_and_each_pairs(tmp_path: Path)
 
 
 def test_a_run_nothing_metered_shows_no_cost_column_and_says_why(tmp_path: Path) -> None:
-    from test_export import make_run, write_result
-
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     build_site(run.root, tmp_path / "site")
@@ -149,8 +119,6 @@ def test_a_run_nothing_metered_shows_no_cost_column_and_says_why(tmp_path: Path)
 
 
 def test_a_run_on_the_hosts_network_is_marked_on_its_page(tmp_path: Path) -> None:
-    from test_export import make_run, write_result
-
     run, cases = make_run(tmp_path, proprio=False)
     write_result(run, cases[0], 1, outcome="success", executed=5, proprio=False)
     manifest = run.read_manifest()

@@ -8,36 +8,20 @@ hardlink_obs, chmod_outbox. Standard library only: it runs inside the sandbox.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-
-def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
-    obs = endpoint / "outbox" / f"obs-{sequence}.json"
-    while not obs.exists():
-        if (endpoint / "outbox" / "closed.json").exists():
-            return None
-        time.sleep(0.01)
-    document: dict[str, object] = json.loads(obs.read_text())
-    return document
+from actor_mailbox import answer, wait_for
 
 
-def answer(endpoint: Path, observation: dict[str, object], decision: str = "act") -> None:
-    response: dict[str, object] = {
-        "schema": "mailroom.response/v1",
-        "request_id": observation["request_id"],
-        "decision": decision,
-    }
+def respond(endpoint: Path, observation: dict[str, object], decision: str = "act") -> None:
+    body: dict[str, object] = {"decision": decision}
     if decision == "act":
-        response["actions"] = [[0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]] * 5
-    final = endpoint / str(observation["response_file"])
-    tmp = final.with_name(".tmp-" + final.name)
-    tmp.write_text(json.dumps(response))
-    os.replace(tmp, final)
+        body["actions"] = [[0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]] * 5
+    answer(endpoint, observation, body)
 
 
 def hang() -> None:
@@ -57,10 +41,10 @@ def main() -> int:
         (endpoint / "scratch" / "limits.txt").write_text(Path("/proc/self/limits").read_text())
         mode = "crash_mid"
     if mode == "crash_mid":
-        answer(endpoint, first)
+        respond(endpoint, first)
         second = wait_for(endpoint, 2)
         assert second is not None
-        answer(endpoint, second)
+        respond(endpoint, second)
         wait_for(endpoint, 3)
         return 3
     if mode == "temp_never_renamed":
@@ -74,10 +58,10 @@ def main() -> int:
         for i in range(3000):
             (endpoint / "inbox" / f"junk-{i}.txt").write_text("x")
             (endpoint / "scratch" / f"note-{i}.txt").write_text("x")
-        answer(endpoint, first)
+        respond(endpoint, first)
         second = wait_for(endpoint, 2)
         assert second is not None
-        answer(endpoint, second, "stop")
+        respond(endpoint, second, "stop")
         return 0
     if mode == "giant_file":
         block = b"\0" * (1 << 20)
@@ -94,14 +78,14 @@ def main() -> int:
         outbox = endpoint / "outbox"
         outbox.rename(endpoint / "outbox-moved")
         outbox.symlink_to(extra)
-        answer(endpoint, first | {"response_file": "inbox/resp-1.json"})
+        respond(endpoint, first | {"response_file": "inbox/resp-1.json"})
         hang()
     if mode == "hardlink_obs":
         os.link(endpoint / "outbox" / "obs-1.json", endpoint / "inbox" / "resp-1.json")
         hang()
     if mode == "chmod_outbox":
         os.chmod(endpoint / "outbox", 0)
-        answer(endpoint, first)
+        respond(endpoint, first)
         hang()
     raise SystemExit(f"unknown mode {mode}")
 

@@ -11,33 +11,14 @@ Standard library only: it runs inside the sandbox.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
 from pathlib import Path
+
+from actor_mailbox import answer, observations
 
 MARKUP = (
     '<script>window.__pwned = "script"</script><img src="x" onerror="window.__pwned = \'onerror\'">'
 )
-
-
-def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
-    obs = endpoint / "outbox" / f"obs-{sequence}.json"
-    while not obs.exists():
-        if (endpoint / "outbox" / "closed.json").exists():
-            return None
-        time.sleep(0.01)
-    document: dict[str, object] = json.loads(obs.read_text())
-    return document
-
-
-def answer(endpoint: Path, observation: dict[str, object], body: dict[str, object]) -> None:
-    response = {"schema": "mailroom.response/v1", "request_id": observation["request_id"], **body}
-    final = endpoint / str(observation["response_file"])
-    tmp = final.with_name(".tmp-" + final.name)
-    tmp.write_text(json.dumps(response))
-    os.replace(tmp, final)
 
 
 def main() -> int:
@@ -51,17 +32,13 @@ def main() -> int:
         {"decision": "act", "actions": chunk},
         {"decision": "stop"},
     ]
-    sequence = 0
-    while True:
-        sequence += 1
-        observation = wait_for(endpoint, sequence)
-        if observation is None:
-            return 0
+    for sequence, observation in observations(endpoint):
         stops = "alphabet" in str(observation.get("instruction", ""))
         body = bodies[sequence - 1] if sequence <= len(bodies) else bodies[2]
         if body["decision"] == "stop" and not stops:
             body = bodies[2]
         answer(endpoint, observation, body)
+    return 0
 
 
 if __name__ == "__main__":

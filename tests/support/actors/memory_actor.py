@@ -11,37 +11,20 @@ inside the sandbox.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
+
+from actor_mailbox import answer, observations
 
 CHUNK = 1 << 20
 
 
-def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
-    obs = endpoint / "outbox" / f"obs-{sequence}.json"
-    while not obs.exists():
-        if (endpoint / "outbox" / "closed.json").exists():
-            return None
-        time.sleep(0.01)
-    document: dict[str, object] = json.loads(obs.read_text())
-    return document
-
-
-def answer(endpoint: Path, observation: dict[str, object], decision: str) -> None:
-    response: dict[str, object] = {
-        "schema": "mailroom.response/v1",
-        "request_id": observation["request_id"],
-        "decision": decision,
-    }
+def respond(endpoint: Path, observation: dict[str, object], decision: str) -> None:
+    body: dict[str, object] = {"decision": decision}
     if decision == "act":
-        response["actions"] = [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]]
-    final = endpoint / str(observation["response_file"])
-    tmp = final.with_name(".tmp-" + final.name)
-    tmp.write_text(json.dumps(response))
-    os.replace(tmp, final)
+        body["actions"] = [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]]
+    answer(endpoint, observation, body)
 
 
 def take(mode: str, count: int) -> list[bytes]:
@@ -62,14 +45,12 @@ def take(mode: str, count: int) -> list[bytes]:
 
 def main() -> int:
     endpoint, mode, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    sequence = 1
     held: list[bytes] = []
-    while (observation := wait_for(endpoint, sequence)) is not None:
+    for sequence, observation in observations(endpoint):
         if sequence == 1:
             held = take(mode, count)
             (endpoint / "scratch" / "took.txt").write_text(f"{mode} {count} {len(held)}")
-        answer(endpoint, observation, "stop" if sequence == 3 else "act")
-        sequence += 1
+        respond(endpoint, observation, "stop" if sequence == 3 else "act")
     return 0
 
 

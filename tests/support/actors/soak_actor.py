@@ -36,24 +36,9 @@ import threading
 import time
 from pathlib import Path
 
+from actor_mailbox import RESPONSE_SCHEMA, observations, write_response
+
 ROLE_WAIT_S = 60.0
-
-
-def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
-    obs = endpoint / "outbox" / f"obs-{sequence}.json"
-    while not obs.exists():
-        if (endpoint / "outbox" / "closed.json").exists():
-            return None
-        time.sleep(0.02)
-    document: dict[str, object] = json.loads(obs.read_text())
-    return document
-
-
-def write(endpoint: Path, observation: dict[str, object], text: str) -> None:
-    final = endpoint / str(observation["response_file"])
-    tmp = final.with_name(".tmp-" + final.name)
-    tmp.write_text(text)
-    os.replace(tmp, final)
 
 
 def actions(sequence: int) -> list[list[float]]:
@@ -75,7 +60,7 @@ def actions(sequence: int) -> list[list[float]]:
 def good(observation: dict[str, object], sequence: int) -> str:
     return json.dumps(
         {
-            "schema": "mailroom.response/v1",
+            "schema": RESPONSE_SCHEMA,
             "request_id": observation["request_id"],
             "decision": "act",
             "actions": actions(sequence),
@@ -145,8 +130,7 @@ def main() -> int:
     stop = threading.Event()
     if role == "flood":
         threading.Thread(target=flood, args=(endpoint / "inbox", stop), daemon=True).start()
-    sequence = 1
-    while (observation := wait_for(endpoint, sequence)) is not None:
+    for sequence, observation in observations(endpoint, poll_s=0.02):
         time.sleep(think_s * random.uniform(0.5, 1.5))
         attacking = sequence >= attack_at
         if role == "memory" and attacking:
@@ -162,10 +146,9 @@ def main() -> int:
         if role == "fork" and sequence == attack_at:
             (scratch / "forked.txt").write_text(str(fork_until_refused()))
         text = bad(observation, sequence - attack_at + 1) if role == "hostile" else None
-        write(endpoint, observation, text or good(observation, sequence))
+        write_response(endpoint, observation, text or good(observation, sequence))
         if role == "killed" and attacking:
             os.kill(os.getpid(), signal.SIGKILL)
-        sequence += 1
     stop.set()
     return 0
 

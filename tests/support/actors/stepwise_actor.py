@@ -11,11 +11,10 @@ sandbox.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
 from pathlib import Path
+
+from actor_mailbox import answer, observations
 
 NOTES = (
     '<script>alert("note")</script><img src=x onerror="alert(1)">',
@@ -24,24 +23,6 @@ NOTES = (
 )
 STEP = [0.0, 0.0, 0.05, 0.0, 0.0, 0.0, -1.0]
 OUT_OF_RANGE = [2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
-
-
-def wait_for(endpoint: Path, sequence: int) -> dict[str, object] | None:
-    obs = endpoint / "outbox" / f"obs-{sequence}.json"
-    while not obs.exists():
-        if (endpoint / "outbox" / "closed.json").exists():
-            return None
-        time.sleep(0.01)
-    document: dict[str, object] = json.loads(obs.read_text())
-    return document
-
-
-def answer(endpoint: Path, observation: dict[str, object], body: dict[str, object]) -> None:
-    response = {"schema": "mailroom.response/v1", "request_id": observation["request_id"], **body}
-    final = endpoint / str(observation["response_file"])
-    tmp = final.with_name(".tmp-" + final.name)
-    tmp.write_text(json.dumps(response))
-    os.replace(tmp, final)
 
 
 def body_for(sequence: int, instruction: str) -> dict[str, object]:
@@ -56,13 +37,9 @@ def body_for(sequence: int, instruction: str) -> dict[str, object]:
 
 def main() -> int:
     endpoint = Path(sys.argv[1])
-    sequence = 0
-    while True:
-        sequence += 1
-        observation = wait_for(endpoint, sequence)
-        if observation is None:
-            return 0
+    for sequence, observation in observations(endpoint):
         answer(endpoint, observation, body_for(sequence, str(observation.get("instruction", ""))))
+    return 0
 
 
 if __name__ == "__main__":
