@@ -100,16 +100,18 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p mailroom
 	$(BIN)/mypy tests setup.py docs/hooks
 
-# Two workers, each handed whole files (a file's shared simulators and runs are made
-# once), the costliest folders first (tests/conftest.py). The slowest tests are listed
-# at the end.
-test: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
-	$(BIN)/pytest -n 2 --dist loadfile --durations=40
+# Everything, on three workers (the tests wait on actors and sandboxes as much as they
+# compute), each handed whole files so that a file's shared simulators and runs are made
+# once, the costliest first (tests/conftest.py). ruff and mypy --strict run as tests
+# (tests/contract/test_code_checks.py), the import layers too (test_layers.py). The
+# slowest tests are listed at the end.
+test: $(STAMP) $(AGENT_CLIS_STAMP)
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=40
 
-# For a quick look while working: lint, types and the quick tests (tests/unit and
-# tests/contract: no simulator, no sandbox, no cluster). make test runs everything.
-test-fast: $(STAMP) $(AGENT_CLIS_STAMP) lint typecheck
-	$(BIN)/pytest -q tests/unit tests/contract
+# For a quick look while working: the quick tests (tests/unit and tests/contract: no
+# simulator, no sandbox, no cluster), ruff and mypy among them. make test runs everything.
+test-fast: $(STAMP) $(AGENT_CLIS_STAMP)
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/unit tests/contract
 
 # The documentation site (mkdocs.yml) into site/ (ignored), strict: a warning, a broken
 # link or a missing page fails it; tests/browser/test_docs_site.py builds it the same way.

@@ -18,7 +18,8 @@ episode that completed is re-executed alone by `mailroom replay` and delivers th
 bytes; no sandbox, worker or mount is left. The others' queueing delay while the flood
 ran and while it did not is printed (a figure, not an assertion: docs/reliability.md).
 
-`make test` runs 16 cases thinking ~2 s a decision; MAILROOM_SOAK_LIVE=200 (and
+`make test` runs 11 cases (each role of the cycle once, and the flood) thinking ~2 s a
+decision; MAILROOM_SOAK_LIVE=200 (and
 MAILROOM_SOAK_THINK_S, MAILROOM_SOAK_CALLS, MAILROOM_SOAK_ATTACK_AT) is the documented
 run (docs/reliability.md).
 """
@@ -38,7 +39,7 @@ from typing import Any
 from conftest import REPO, copied_actor, mailroom_exe, sandbox_processes_left, worker_processes
 from recorded_events import attempt_events
 
-LIVE = int(os.environ.get("MAILROOM_SOAK_LIVE", "16"))
+LIVE = int(os.environ.get("MAILROOM_SOAK_LIVE", "11"))
 THINK_S = float(os.environ.get("MAILROOM_SOAK_THINK_S", "2"))
 MAX_POLICY_CALLS = int(os.environ.get("MAILROOM_SOAK_CALLS", "4"))
 # The decision at which attacks begin: a later one keeps the attacked episodes live

@@ -1,5 +1,6 @@
 """SIGKILL the coordinator at random points of a multi-episode run, resuming each time
-(12 kills in `make test`; MAILROOM_RESUME_KILLS=20 or more for a longer run).
+(6 kills of a 4-episode run in `make test`, half at any moment and half after an
+observation was delivered; MAILROOM_RESUME_KILLS=20 or more for a longer run).
 
 After every kill: no completed episode lost, changed or duplicated; every result that
 exists is complete and valid; no actor or worker survives. At the end every case has
@@ -28,7 +29,7 @@ from mailroom.orchestrator.episode.video import probe_video
 
 # Survivors of a kill are the worker-lifetime test's (`test_worker_lifetime.py`, 60 kills);
 # this one is about the records a kill leaves and what resume makes of them.
-KILLS = int(os.environ.get("MAILROOM_RESUME_KILLS", "12"))
+KILLS = int(os.environ.get("MAILROOM_RESUME_KILLS", "6"))
 
 
 def _survivors(marker: str) -> list[int]:
@@ -121,7 +122,7 @@ def test_sigkills_at_random_points_then_resume(tmp_path: Path, mailbox_root: Pat
             "--suite",
             "libero_10",
             "--task-ids",
-            "0,1,3,4,5,6",
+            "0,1,3,4",
             "--out",
             str(plan),
         ],
@@ -173,8 +174,8 @@ def test_sigkills_at_random_points_then_resume(tmp_path: Path, mailbox_root: Pat
     final = subprocess.run(again, capture_output=True, text=True, timeout=900)
     assert final.returncode == 0, final.stderr[-3000:]
     report = json.loads(final.stdout)["overall"]
-    assert (report["selected"], report["unattempted"]) == (6, 0)
-    assert report["completed"] + report["errored"] == 6
+    assert (report["selected"], report["unattempted"]) == (4, 0)
+    assert report["completed"] + report["errored"] == 4
     _check_evidence(run_dir, completed)
     interrupted = [
         p
