@@ -36,3 +36,10 @@ def test_make_test_fast_runs_the_quick_folders_and_make_test_everything() -> Non
     assert fast.group(1).split()[-len(QUICK) :] == [f"tests/{f}" for f in QUICK]
     full = re.search(r"^test:.*\n\t(.+)$", makefile, re.MULTILINE)
     assert full is not None and "tests/" not in full.group(1) and " -m " not in full.group(1)
+
+
+def test_every_file_named_costliest_exists() -> None:
+    """`make test` hands these out first: a renamed one would silently start late."""
+    from conftest import COSTLIEST_FILES
+
+    assert [f for f in COSTLIEST_FILES if not (TESTS / f).is_file()] == []

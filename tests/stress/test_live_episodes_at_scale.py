@@ -101,6 +101,18 @@ def _measure(worker: int, mailbox: Path) -> dict[str, Any]:
     }
 
 
+def _quiet(worker: int, mailbox: Path, samples: int = 10, every_s: float = 0.3) -> dict[str, Any]:
+    """The worker's holdings with every episode waiting at its gate: the least of a few
+    samples, so that a descriptor or thread of work still finishing when the last episode
+    published (its deferred event, a file being closed: slower with other tests beside
+    this one) is not counted as an episode's."""
+    taken = []
+    for _ in range(samples):
+        taken.append(_measure(worker, mailbox))
+        time.sleep(every_s)
+    return min(taken, key=lambda sample: (sample["fds"], sample["threads"]))
+
+
 @contextlib.contextmanager
 def _gates(mailbox: Path) -> Iterator[threading.Event]:
     """Opens every endpoint's gate (its inbox/gate) once the event is set, and keeps
@@ -201,7 +213,9 @@ def test_300_live_episodes_in_one_worker_stay_within_every_limit(
                 assert launch.is_alive(), "the launch ended before its episodes were live"
                 time.sleep(0.2)
             assert _count(mailbox_root, served_first) >= live, f"{live} never live at once"
-            samples[live] = _measure(worker, mailbox_root)
+            samples[live] = (
+                _measure(worker, mailbox_root) if live < LIVE else _quiet(worker, mailbox_root)
+            )
         # All 300 live together: each has published its second observation, none has
         # closed, and each one's sandbox is running.
         reached_s = time.monotonic() - began
