@@ -90,8 +90,9 @@ class VideoProbe:
     sha256: str
 
 
-class _CameraEncoder:
-    """One camera's open MP4, under its temporary name until `close`."""
+class CameraEncoder:
+    """One camera's open MP4, under its temporary name until `close` (the caller renames
+    it onto `final`): frame n at n / fps."""
 
     def __init__(self, final: Path, width: int, height: int, fps: int) -> None:
         self.final = final
@@ -160,7 +161,7 @@ class EpisodeVideo:
         self._paths = AttemptPaths(directory)
         self.cameras: tuple[str, ...] = tuple(names)
         self.fps = fps
-        self._encoders: dict[str, _CameraEncoder] = {}
+        self._encoders: dict[str, CameraEncoder] = {}
         self._frames = 0
         self._closed = False
         self._finished = False
@@ -268,7 +269,7 @@ class EpisodeVideo:
             for name in self.cameras:
                 height, width = int(first[name].shape[0]), int(first[name].shape[1])
                 final = self._paths.video(name)
-                self._encoders[name] = _CameraEncoder(final, width, height, self.fps)
+                self._encoders[name] = CameraEncoder(final, width, height, self.fps)
         except BaseException:
             self.abort()
             raise
