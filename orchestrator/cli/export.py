@@ -1,5 +1,5 @@
-"""`mailroom export`: a run's episodes, steps and provider requests as Parquet tables, or
-its attempts as Rerun recordings."""
+"""`mailroom export`: a run's episodes, steps and provider requests as Parquet tables, its
+attempts as Rerun recordings, or the run as a LeRobot dataset."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ from rich.table import Table
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(["parquet", "rerun"]),
+    type=click.Choice(["parquet", "rerun", "lerobot"]),
     default="parquet",
     show_default=True,
-    help="Output format: two Parquet tables, or one Rerun recording (.rrd) per attempt.",
+    help="Output format: Parquet tables, one Rerun recording (.rrd) per attempt, or a "
+    "LeRobot dataset (v3.0).",
 )
 @click.option(
     "--attempt",
@@ -37,7 +38,7 @@ from rich.table import Table
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Where the files go (default: RUN_DIR/export).",
+    help="Where the files go (default: RUN_DIR/export; a LeRobot dataset: RUN_DIR/export/lerobot).",
 )
 @json_option("Print a summary document as JSON.")
 def export(
@@ -51,7 +52,8 @@ def export(
     gateway metered: null where nothing did), steps (one row per executed control,
     LeRobot-aligned fields) and provider requests (one row per model request through the
     gateway) as Parquet, or with --format rerun one recording per attempt (open one with
-    `rerun FILE.rrd`).
+    `rerun FILE.rrd`), or with --format lerobot a LeRobot v3.0 dataset: one episode per
+    attempt, each frame the observation before its control and the action executed.
 
     Corrupt or missing result documents and unusable steps or evidence are skipped and
     listed. Exit codes: 0 everything exported; 4 exported, but something was skipped;
@@ -61,6 +63,8 @@ def export(
         _export_rerun(run_dir, out_dir, attempt_ids, as_json)
     if attempt_ids:
         raise click.UsageError("--attempt applies to --format rerun only")
+    if format_ == "lerobot":
+        _export_lerobot(run_dir, out_dir, as_json)
     from mailroom.orchestrator.results.export import ExportError, export_parquet
 
     try:
@@ -107,6 +111,33 @@ def _export_rerun(
             )
         console.print(table)
         console.print("open one with: rerun FILE.rrd")
+        for item in summary.skipped:
+            console.print(f"[yellow]skipped:[/yellow] {escape(item.file)}: {escape(item.reason)}")
+    sys.exit(EXIT_INCOMPLETE if summary.skipped else EXIT_OK)
+
+
+def _export_lerobot(run_dir: Path, out_dir: Path | None, as_json: bool) -> NoReturn:
+    from mailroom.orchestrator.results.export import ExportError
+    from mailroom.orchestrator.results.lerobot_export import export_lerobot
+
+    try:
+        summary = export_lerobot(run_dir, out_dir)
+    except ExportError as exc:
+        raise click.UsageError(f"cannot export {run_dir}: {exc}") from exc
+    if as_json:
+        sys.stdout.write(json.dumps(summary.document(), indent=2, sort_keys=True) + "\n")
+    else:
+        table = Table(title=f"LeRobot dataset of {run_dir.name}", show_header=False)
+        table.add_column("what")
+        table.add_column("value")
+        table.add_row("dataset", escape(str(summary.out_dir)))
+        table.add_row("episodes", str(summary.episodes))
+        table.add_row("frames", str(summary.frames))
+        table.add_row("tasks", str(summary.tasks))
+        cameras = ", ".join(summary.cameras) or "none (the run kept no images: record minimal)"
+        table.add_row("cameras", escape(cameras))
+        table.add_row("observation.state", "yes" if summary.proprio else "no (proprio off)")
+        console.print(table)
         for item in summary.skipped:
             console.print(f"[yellow]skipped:[/yellow] {escape(item.file)}: {escape(item.reason)}")
     sys.exit(EXIT_INCOMPLETE if summary.skipped else EXIT_OK)

@@ -19,8 +19,11 @@ why (`before_v7`, `external_actor`, `no_gateway`, `no_gate`: `results/usage.py`)
 
 steps: one row per executed control, read from each attempt's `steps.jsonl`, in the
 LeRobot-aligned fields `episode_index`, `frame_index`, `timestamp`, `action`,
-`observation.state` (only when the run's proprio track was on), `next.done`,
-`next.success`, plus `policy_call`.
+`observation.state` (only when the run's proprio track was on: the state *before* the
+row's action, the first row's from the first observation; `mailroom.export/v1` had the
+state the control ended in), `next.done`, `next.success` (the native scorer's verdict
+after the row's action), plus `policy_call`. `mailroom export --format lerobot` writes
+a LeRobot dataset instead (`results/lerobot_export.py`).
 
 provider_requests: one row per model request the gateway saw, read from each exported
 episode's `provider-requests.jsonl` (`results/provider_requests.py`), keyed by
@@ -38,8 +41,8 @@ temporary name in the output directory and renamed whole.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 import secrets
 from collections.abc import Iterator, Sequence
@@ -79,30 +82,30 @@ from mailroom.orchestrator.results.provider_requests import (
     requests_schema,
 )
 from mailroom.orchestrator.results.reporter import case_group
+from mailroom.orchestrator.results.steps_file import (
+    STATE_DIM,
+    STATE_LAYOUT,
+    StepRows,
+    StepsFileError,
+    read_steps,
+    start_state,
+    states_before,
+)
 from mailroom.orchestrator.results.usage import unmetered_reason
 from mailroom.orchestrator.sim.specs import ActionSpec
 
-EXPORT_FORMAT = "mailroom.export/v1"
+# v2: a step's `observation.state` is the state before its action (v1 had the state the
+# control ended in, one control late for LeRobot's convention).
+EXPORT_FORMAT = "mailroom.export/v2"
 EPISODES_PARQUET = "episodes.parquet"
 STEPS_PARQUET = "steps.parquet"
 REQUESTS_PARQUET = "provider_requests.parquet"
 DEFAULT_EXPORT_DIR = "export"
-# The proprioception track's components, as mailbox protocol v1 fixes them.
-STATE_LAYOUT: tuple[str, ...] = (
-    *(f"joint_{i}" for i in range(7)),
-    "gripper_finger_left",
-    "gripper_finger_right",
-)
-STATE_DIM = len(STATE_LAYOUT)
 ROWS_PER_GROUP = 65536
 
 
 class ExportError(Exception):
     """The run cannot be exported at all; the message is meant for people."""
-
-
-class StepsFileError(ValueError):
-    """A steps.jsonl that does not hold what the runner promises; the file is skipped."""
 
 
 @dataclass(frozen=True)
@@ -145,103 +148,12 @@ class ExportSummary:
 
 
 @dataclass(frozen=True)
-class StepRows:
-    """One episode's steps as arrays, in control order."""
-
-    frame_index: npt.NDArray[np.int64]
-    policy_call: npt.NDArray[np.int64]
-    action: npt.NDArray[np.float32]
-    success: npt.NDArray[np.bool_]
-    state: npt.NDArray[np.float32] | None
-
-    def __len__(self) -> int:
-        return len(self.frame_index)
-
-
-@dataclass(frozen=True)
 class _Episode:
     index: int
     attempt: int
     directory: Path
     result: EpisodeResult
     superseded: bool
-
-
-# steps.jsonl ---------------------------------------------------------------------------
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a finite number")
-
-
-def _vector(value: object, size: int, what: str) -> list[float]:
-    if not isinstance(value, list) or len(value) != size:
-        raise StepsFileError(f"{what} must be a list of {size} numbers")
-    out: list[float] = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float) or not math.isfinite(item):
-            raise StepsFileError(f"{what} must hold finite numbers only")
-        out.append(float(item))
-    return out
-
-
-def _int(value: object, minimum: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StepsFileError(f"{what} must be an integer >= {minimum}")
-    return value
-
-
-def _lines(data: bytes) -> list[bytes]:
-    """Complete lines; a torn last line (no newline: the writer stopped mid-line) is dropped."""
-    lines = data.split(b"\n")
-    lines.pop()  # after the final newline, or the torn remainder
-    return lines
-
-
-def read_steps(path: Path, *, proprio: bool, dimension: int) -> StepRows:
-    """Parse one attempt's steps.jsonl as the runner writes it, one line per control, each
-    action `dimension` numbers (its family's `ActionSpec`)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StepsFileError(f"unreadable: {exc.strerror or exc}") from exc
-    frame_index: list[int] = []
-    policy_call: list[int] = []
-    actions: list[list[float]] = []
-    success: list[bool] = []
-    states: list[list[float]] = []
-    for number, line in enumerate(_lines(data), start=1):
-        where = f"line {number}"
-        try:
-            record = json.loads(line, parse_constant=_no_constants)
-        except ValueError as exc:
-            raise StepsFileError(f"{where}: not JSON: {exc}") from exc
-        if not isinstance(record, dict):
-            raise StepsFileError(f"{where}: not a JSON object")
-        index = _int(record.get("frame_index"), 0, f"{where}: frame_index")
-        if index != len(frame_index):
-            raise StepsFileError(f"{where}: frame_index {index}, expected {len(frame_index)}")
-        call = _int(record.get("policy_call"), 1, f"{where}: policy_call")
-        if policy_call and call < policy_call[-1]:
-            raise StepsFileError(f"{where}: policy_call went back from {policy_call[-1]}")
-        done = record.get("native_success")
-        if not isinstance(done, bool):
-            raise StepsFileError(f"{where}: native_success must be true or false")
-        frame_index.append(index)
-        policy_call.append(call)
-        actions.append(_vector(record.get("action"), dimension, f"{where}: action"))
-        success.append(done)
-        if proprio:
-            states.append(_vector(record.get("state"), STATE_DIM, f"{where}: state"))
-        elif "state" in record:
-            raise StepsFileError(f"{where}: holds a state, but the run's proprio track was off")
-    return StepRows(
-        frame_index=np.asarray(frame_index, dtype=np.int64),
-        policy_call=np.asarray(policy_call, dtype=np.int64),
-        action=np.asarray(actions, dtype=np.float32).reshape(-1, dimension),
-        success=np.asarray(success, dtype=np.bool_),
-        state=np.asarray(states, dtype=np.float32).reshape(-1, STATE_DIM) if proprio else None,
-    )
 
 
 # schemas -------------------------------------------------------------------------------
@@ -369,6 +281,7 @@ def _metadata(
     }
     if proprio:
         layout["state_names"] = list(STATE_LAYOUT)
+        layout["observation_state"] = "before_action"
     return {"mailroom": json.dumps(layout, sort_keys=True)}
 
 
@@ -484,16 +397,20 @@ def _episodes(
 
 
 def _steps_for(episode: _Episode, proprio: bool, dimension: int) -> StepRows | None:
-    """The episode's steps, None when it has no steps.jsonl; raises StepsFileError."""
-    path = AttemptPaths(episode.directory).steps
-    if not path.exists():
+    """The episode's steps, each state the one before its action; None when it has no
+    steps.jsonl; raises StepsFileError."""
+    paths = AttemptPaths(episode.directory)
+    if not paths.steps.exists():
         return None
-    steps = read_steps(path, proprio=proprio, dimension=dimension)
+    steps = read_steps(paths.steps, proprio=proprio, dimension=dimension)
     result = episode.result
     if result.outcome != "error" and len(steps) != result.counters.executed_controls:
         raise StepsFileError(
             f"{len(steps)} steps for {result.counters.executed_controls} executed controls"
         )
+    if steps.state is not None and len(steps):
+        before = states_before(start_state(paths.observation(1)), steps.state)
+        steps = dataclasses.replace(steps, state=before)
     return steps
 
 

@@ -10,6 +10,7 @@ control number), never by itself.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Sequence
@@ -79,6 +80,13 @@ def synthetic_capture(control: int, observation: ObservationSpec = FAKE_OBSERVAT
     return Capture(images=images, joint_pos=None, gripper_qpos=None)
 
 
+def synthetic_state(control: int) -> tuple[float, ...]:
+    """The arm's 7 joint and 2 finger positions after `control` controls: each moves a
+    little every control, so that a state can be told from the one before it."""
+    joints = tuple(round(0.1 * j + 0.01 * control, 6) for j in range(7))
+    return (*joints, round(0.04 - 0.001 * control, 6), round(-0.04 + 0.001 * control, 6))
+
+
 class FakeSimulator:
     """Implements `sim.base.Simulator` and `Parkable` (its episode is two counters);
     executes nothing.
@@ -114,7 +122,11 @@ class FakeSimulator:
     def _capture(self) -> Capture:
         if self._frames is not None:
             return self._frames()
-        return synthetic_capture(self._seed + self._controls, self._observation)
+        capture = synthetic_capture(self._seed + self._controls, self._observation)
+        if not self.proprio:
+            return capture
+        state = synthetic_state(self._controls)
+        return dataclasses.replace(capture, joint_pos=state[:7], gripper_qpos=state[7:])
 
     def set_control_cap(self, control_cap: int) -> None:
         self.control_cap = control_cap
@@ -148,7 +160,7 @@ class FakeSimulator:
         return ControlOutcome(
             success=success,
             capture=capture if observe else None,
-            state=(0.0,) * 9 if self.proprio else None,
+            state=synthetic_state(self._controls) if self.proprio else None,
             frames=capture.images if capture is not None and self.record_frames else None,
         )
 

@@ -16,7 +16,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.video import EpisodeVideo
 from mailroom.orchestrator.records.result import Enforcement
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.results.export import StepsFileError, read_steps
+from mailroom.orchestrator.results.steps_file import StepsFileError, read_steps
 from older_records import result_as_v5
 from parquet_exports import column, export
 from recorded_runs import make_run, write_result
@@ -65,6 +65,17 @@ def write_steps(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return lines
+
+
+START = [0.5, 0.4, 0.3, 0.2, 0.1, 0.0, -0.1, 0.039, -0.039]  # before the first control
+
+
+def write_first_observation(run: RunDirectory, case: Case, attempt: int) -> None:
+    """The first observation's proprioception: the state the first control started from."""
+    path = run.episode_dir(case.attempt_id(attempt)) / "observations" / "obs-1.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proprio = {"joint_pos": START[:7], "gripper_qpos": START[7:]}
+    path.write_text(json.dumps({"instruction": "do it", "proprio": proprio}), encoding="utf-8")
 
 
 def write_videos(run: RunDirectory, case: Case, attempt: int, frames: int) -> None:
@@ -216,6 +227,7 @@ def test_proprio_runs_carry_observation_state_and_bad_steps_files_are_skipped(
     run, (case0, case1) = make_run(tmp_path, proprio=True)
     write_result(run, case0, 1, outcome="success", executed=6, proprio=True)
     write_steps(run, case0, 1, 6, proprio=True, success_at=5, torn_tail=True)
+    write_first_observation(run, case0, 1)
     # case 1 says 9 executed controls but its steps file holds 4: not trusted, skipped
     write_result(run, case1, 1, outcome="failure", executed=9, proprio=True)
     write_steps(run, case1, 1, 4, proprio=True)
@@ -243,11 +255,31 @@ def test_proprio_runs_carry_observation_state_and_bad_steps_files_are_skipped(
     steps = pq.read_table(out / "steps.parquet")
     assert steps.schema.field("observation.state").type == FLOAT32_LIST_9
     assert steps.schema.names.index("observation.state") == 4  # after action, as LeRobot
-    assert_float32_rows(column(steps, "observation.state"), [state(i) for i in range(6)])
+    # Each row's state is the one before its action: the first observation's, then
+    # where the control before ended (mailroom.export/v2).
+    assert_float32_rows(column(steps, "observation.state"), [START] + [state(i) for i in range(5)])
     assert column(steps, "frame_index") == list(range(6))  # the torn last line is dropped
     assert column(steps, "next.done") == [False] * 5 + [True]
     assert column(steps, "policy_call") == [1] * 5 + [2]
-    assert len(json.loads(steps.schema.metadata[b"mailroom"])["state_names"]) == 9
+    layout = json.loads(steps.schema.metadata[b"mailroom"])
+    assert len(layout["state_names"]) == 9
+    assert layout["format"] == "mailroom.export/v2"
+    assert layout["observation_state"] == "before_action"
+
+
+def test_a_proprio_episode_without_its_first_observation_has_no_steps(tmp_path: Path) -> None:
+    run, (case0, _) = make_run(tmp_path, proprio=True)
+    write_result(run, case0, 1, outcome="failure", executed=3, proprio=True)
+    write_steps(run, case0, 1, 3, proprio=True)  # and no observations/obs-1.json
+
+    proc, summary = export(str(run.root))
+
+    assert proc.returncode == 4, proc.stderr
+    [skipped] = summary["skipped"]
+    assert skipped["file"] == f"episodes/{case0.attempt_id(1)}/steps.jsonl"
+    assert "its first observation is unreadable" in skipped["reason"]
+    steps = pq.read_table(run.root / "export" / "steps.parquet")
+    assert steps.num_rows == 0
 
 
 def test_a_clean_run_exits_zero_and_zero_control_episodes_have_no_steps(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 import toy_family_runs
 from conftest import BIN, assert_usage_error, copied_actor, run_cli
 from mailroom.hashing import sha256_bytes
-from mailroom.orchestrator.results.export import STATE_LAYOUT
+from mailroom.orchestrator.results.steps_file import STATE_LAYOUT
 from recorded_events import attempt_events
 from rerun.chunk import RrdReader
 from toy_family_runs import launch_toy, plan_toy

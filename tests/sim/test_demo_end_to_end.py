@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import leaks_under, mailroom_exe
+from lerobot_reader import assert_episode_matches_records, load_dataset
 from mailroom.mailbox.schemas import schema_errors
 
 
@@ -176,3 +177,28 @@ def test_the_demos_run_replays_as_reproduced(demo_run: tuple[dict[str, Any], Pat
     assert done.returncode == 0, done.stderr[-2000:]
     (verdict,) = json.loads(done.stdout)["verdicts"]
     assert verdict["verdict"] == "reproduced" and verdict["checked_observations"] == 4
+
+
+def test_the_demo_run_is_a_lerobot_dataset_of_its_records(
+    demo_run: tuple[dict[str, Any], Path, Path], tmp_path: Path
+) -> None:
+    """`mailroom export --format lerobot` of a real LIBERO episode, read back by the rules
+    of LeRobot's loader: both cameras at the delivered 256 px, each image before its
+    control (the PNGs delivered, the episode video's frames between), 20 fps, the task as
+    delivered, and no path of this machine."""
+    _, run_dir, mailbox_root = demo_run
+    out = tmp_path / "dataset"
+    exported = subprocess.run(
+        [mailroom_exe(), "export", str(run_dir), "--format", "lerobot", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    dataset = load_dataset(out)
+    assert dataset.fps == 20 and len(dataset.episodes) == 1
+    cameras = ("agentview", "robot0_eye_in_hand")
+    for camera in cameras:
+        assert dataset.info["features"][f"observation.images.{camera}"]["shape"] == [256, 256, 3]
+    assert_episode_matches_records(dataset, 0, run_dir, cameras)
+    assert leaks_under(out, [str(run_dir), str(mailbox_root), str(run_dir.parent)]) == []

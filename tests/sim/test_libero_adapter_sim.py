@@ -21,7 +21,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.packages.headless import simulator_chatter_to_stderr
-from mailroom.orchestrator.results.export import read_steps
+from mailroom.orchestrator.results.steps_file import read_steps
 from mailroom.orchestrator.sim.base import Capture, TaskIdentity
 from mailroom.orchestrator.transport.png import decode_png
 from thread_actor import ThreadActor, act, thread_launcher

@@ -21,7 +21,7 @@ from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.perf.detection import write_response
 from mailroom.orchestrator.records.confinement import ConfinementRecord
 from mailroom.orchestrator.records.layout import STEPS_FILE
-from mailroom.orchestrator.results.export import read_steps
+from mailroom.orchestrator.results.steps_file import read_steps
 from mailroom.orchestrator.sim.base import Capture, EpisodeStart, TaskIdentity
 from mailroom.orchestrator.sim.fake import FAKE_IDENTITY, FakeSimulator
 from mailroom.orchestrator.transport.base import Arrival, DecisionOutcome, Delivery
