@@ -3,14 +3,14 @@
 messages hold `text`, `thinking` and `tool_use` blocks, `user` messages hold the
 `tool_result` blocks answering them (by `tool_use_id`), and a final `result` message
 closes the session. Registered in pyproject.toml's `mailroom.agent_traces` entry points;
-the viewer's rules for reading it (untrusted, bounded) are `mailroom.orchestrator.viewer.trace`'s.
+the rules for reading it (untrusted, bounded) are `mailroom.orchestrator.actors.agent_trace`'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mailroom.orchestrator.viewer.trace import (
+from mailroom.orchestrator.actors.agent_trace import (
     Clipped,
     Step,
     TraceParser,

@@ -4,15 +4,15 @@ codex-rs/exec/src/exec_events.rs): one event a line; `item.started`, `item.updat
 with its `aggregated_output` and `exit_code`, `file_change`, `mcp_tool_call`,
 `web_search`, `todo_list`, `error`, ...), the later events of an item replacing what the
 earlier ones said; `turn.failed` and `error` report failures. Registered in
-pyproject.toml's `mailroom.agent_traces` entry points; the viewer's rules for reading it
-(untrusted, bounded) are `mailroom.orchestrator.viewer.trace`'s.
+pyproject.toml's `mailroom.agent_traces` entry points; the rules for reading it
+(untrusted, bounded) are `mailroom.orchestrator.actors.agent_trace`'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mailroom.orchestrator.viewer.trace import (
+from mailroom.orchestrator.actors.agent_trace import (
     MAX_STEPS,
     Clipped,
     Step,

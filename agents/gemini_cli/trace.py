@@ -5,15 +5,14 @@ answer arrives in pieces marked `delta`, joined here), `tool_use` (`tool_name`,
 `tool_id`, `parameters`), `tool_result` (`tool_id`, `status` success or error, `output`
 or `error`), `error` (`severity`, `message`) and a final `result` (`status`, `error`,
 `stats`). Registered in pyproject.toml's `mailroom.agent_traces` entry points; the
-viewer's rules for reading it (untrusted, bounded) are
-`mailroom.orchestrator.viewer.trace`'s.
+rules for reading it (untrusted, bounded) are `mailroom.orchestrator.actors.agent_trace`'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mailroom.orchestrator.viewer.trace import (
+from mailroom.orchestrator.actors.agent_trace import (
     Clipped,
     Step,
     TraceParser,

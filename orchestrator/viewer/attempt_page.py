@@ -20,7 +20,7 @@ from mailroom.orchestrator.viewer.readable import (
     readable_value,
 )
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline
-from mailroom.orchestrator.viewer.trace import Assignment, Trace, assign
+from mailroom.orchestrator.actors.agent_trace import Assignment, Trace, assign
 from mailroom.orchestrator.viewer.untrusted_text import shown_text
 
 

@@ -10,7 +10,7 @@
 
 When the run's profile declares that its actor's standard output is the agent's own account
 of its work (`"actor": {"trace": ...}`), each policy call also shows the steps of that
-account placed beside it (orchestrator/viewer/trace.py: a reading aid, not evidence).
+account placed beside it (orchestrator/actors/agent_trace.py: a reading aid, not evidence).
 
 The site loads nothing from the network and is written from the run directory alone;
 building it again rewrites only what changed (a live view rebuilds it as a run goes on).
@@ -33,7 +33,7 @@ from mailroom.orchestrator.viewer.attempt_page import attempt_page
 from mailroom.orchestrator.viewer.run_page import attempt_row, run_page
 from mailroom.orchestrator.viewer.run_shape import run_shape
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
-from mailroom.orchestrator.viewer.trace import declared_trace, read_trace, trace_parsers
+from mailroom.orchestrator.actors.agent_trace import declared_trace, read_trace, trace_parsers
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mailroom.orchestrator.viewer.markup import esc
 from mailroom.orchestrator.viewer.timeline import ShownText
-from mailroom.orchestrator.viewer.trace import Clipped
+from mailroom.orchestrator.actors.agent_trace import Clipped
 
 
 def untrusted_pre(text: str) -> str:

@@ -1,4 +1,4 @@
-"""An agent CLI's own account of its work (orchestrator/viewer/trace.py, and the parsers
+"""An agent CLI's own account of its work (orchestrator/actors/agent_trace.py, and the parsers
 it finds registered: agents/claude_code/trace.py, agents/codex_cli/trace.py): both formats
 read as untrusted text, bounded, images never shown; the steps placed beside the policy
 calls by the mailbox names they name; and the attempt page's folded sections (no
@@ -23,14 +23,14 @@ from mailroom.orchestrator.actors.profiles import (
     shipped_agents,
 )
 from mailroom.orchestrator.records.run_directory import RunDirectory
-from mailroom.orchestrator.viewer import trace as trace_module
+from mailroom.orchestrator.actors import agent_trace as trace_module
 from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
 from mailroom.orchestrator.viewer.attempt_page import attempt_page
 from mailroom.orchestrator.viewer.markup import CSP
 from mailroom.orchestrator.viewer.run_shape import RunShape
 from mailroom.orchestrator.viewer.site import build_site
 from mailroom.orchestrator.viewer.timeline import read_timeline
-from mailroom.orchestrator.viewer.trace import (
+from mailroom.orchestrator.actors.agent_trace import (
     MAX_ITEM_CHARS,
     Step,
     assign,
@@ -65,7 +65,7 @@ def test_a_format_nobody_registered_is_said_and_not_read() -> None:
     unknown = parse_trace(claude_episode(), "some_future_format")
     assert unknown.format == "some_future_format" and not unknown.readable
     assert unknown.steps == [] and unknown.problems == [
-        "the format 'some_future_format' is not one this viewer reads "
+        "the format 'some_future_format' is not one this evaluator reads "
         "(claude_stream_json, codex_json, gemini_stream_json)"
     ]
 
@@ -76,7 +76,7 @@ def test_an_entry_point_that_fails_to_load_or_names_no_parser_is_left_out(
     group = TRACE_PARSERS_GROUP
     points = [
         EntryPoint("missing", "mailroom.agents.no_such_agent.trace:PARSER", group),
-        EntryPoint("not_callable", "mailroom.orchestrator.viewer.trace:MAX_STEPS", group),
+        EntryPoint("not_callable", "mailroom.orchestrator.actors.agent_trace:MAX_STEPS", group),
         EntryPoint("claude_stream_json", "mailroom.agents.claude_code.trace:PARSER", group),
     ]
 
@@ -88,7 +88,7 @@ def test_an_entry_point_that_fails_to_load_or_names_no_parser_is_left_out(
     try:
         assert dict(trace_parsers()) == {"claude_stream_json": claude_trace.PARSER}
         assert parse_trace(b"{}\n", "missing").problems == [
-            "the format 'missing' is not one this viewer reads (claude_stream_json)"
+            "the format 'missing' is not one this evaluator reads (claude_stream_json)"
         ]
     finally:
         trace_parsers.cache_clear()
@@ -259,7 +259,7 @@ def test_malformed_hostile_and_foreign_lines_are_left_out_and_said(
     assert trace.problems == [
         "not a JSON object: line 1, 2, 3, 5, 10, ... (6 in all): left out",
         "longer than 10000 bytes: line 4: left out",
-        "not an event of claude_stream_json this viewer reads: line 7: left out",
+        "not an event of claude_stream_json this evaluator reads: line 7: left out",
     ]
     assert (
         "incomplete"
@@ -275,7 +275,7 @@ def test_malformed_hostile_and_foreign_lines_are_left_out_and_said(
     foreign = parse_trace(jsonl({"type": "item.completed", "item": {}}), "claude_stream_json")
     assert not foreign.readable and foreign.steps == []
     unknown = parse_trace(claude_episode(), "some_future_format")
-    assert not unknown.readable and "is not one this viewer reads" in unknown.problems[0]
+    assert not unknown.readable and "is not one this evaluator reads" in unknown.problems[0]
 
 
 def test_an_oversized_item_is_cut_and_says_so() -> None:
@@ -402,7 +402,7 @@ def test_an_unreadable_or_unknown_account_is_said_and_the_raw_output_stays(
     assert "no step of it read yet" in live and "could not be read" not in live
     root, directory = traced_run(tmp_path / "b", "future_json", claude_episode())
     page = attempt_html(root, directory, tmp_path / "b" / "site")
-    assert "&#x27;future_json&#x27; is not one this viewer reads" in page and "<details" not in page
+    assert "&#x27;future_json&#x27; is not one this evaluator reads" in page and "<details" not in page
     index = (tmp_path / "b" / "site" / "index.html").read_text()
     assert "which this viewer does not read" in index
 

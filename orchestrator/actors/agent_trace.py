@@ -1,4 +1,5 @@
-"""An agent CLI's own account of its work, read from its captured standard output.
+"""An agent CLI's own account of its work, read from its captured standard output (the
+viewer shows it, the ATIF export carries it).
 
 A method profile may declare `"actor": {"trace": FORMAT}`: its actor is an agent CLI
 whose standard output (`actor-stdout.log`) is a machine-readable account of what it did,
@@ -142,7 +143,7 @@ class Assignment:
 def declared_trace(manifest: Mapping[str, Any]) -> str | None:
     """The trace format the run's recorded profile declares (None: none, or the run's
     actors were started by someone else, so no output of theirs was captured). The
-    manifest is read as it is: a value this viewer cannot read is returned for the page
+    manifest is read as it is: a value this evaluator cannot read is returned for the page
     to say so."""
     transport = manifest.get("transport")
     if isinstance(transport, dict) and transport.get("actor") == "external":
@@ -289,7 +290,7 @@ class TraceParser(Protocol):
 @cache
 def trace_parsers() -> Mapping[str, TraceParser]:
     """The registered formats' parsers, by name. An entry point that cannot be loaded or
-    names no callable is left out: its format is then one this viewer does not read."""
+    names no callable is left out: its format is then one this evaluator does not read."""
     found: dict[str, TraceParser] = {}
     for point in sorted(entry_points(group=TRACE_PARSERS_GROUP), key=lambda p: p.name):
         if point.name in found:
@@ -321,7 +322,7 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
     if fmt not in parsers:
         readable = ", ".join(sorted(parsers))
         return Trace(
-            fmt, problems=[f"the format {fmt!r} is not one this viewer reads ({readable})"]
+            fmt, problems=[f"the format {fmt!r} is not one this evaluator reads ({readable})"]
         )
     parser = parsers[fmt]
     reader = TraceReader(fmt)
@@ -365,7 +366,7 @@ def parse_trace(data: bytes, fmt: str, *, complete: bool = True) -> Trace:
         if known:
             reader.trace.events += 1
         else:
-            reader.leave_out(f"not an event of {fmt} this viewer reads", number)
+            reader.leave_out(f"not an event of {fmt} this evaluator reads", number)
         if reader.full:
             stopped = f"the account goes on after its first {MAX_STEPS} steps (line {number})"
             break
