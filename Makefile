@@ -8,6 +8,9 @@ STAMP := $(VENV)/.install-stamp
 LOCK := requirements/lock.txt
 # LIBERO-Plus's package, alone: its metadata pins numpy<2 (see the file).
 PLUS_LOCK := requirements/liberoplus.txt
+# Harbor alone, for the tests' ATIF validator: it declares Python >=3.12 and a job
+# runner's dependencies; the two modules the tests use run on 3.11 with pydantic (see the file).
+HARBOR_LOCK := requirements/harbor.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
 SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents benchmarks -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
@@ -22,12 +25,13 @@ AGENT_SPECS := $(wildcard agents/*/install.json)
 
 .PHONY: demo test test-fast lint typecheck system-deps agent-clis lock docs clean
 
-$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK)
+$(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) $(HARBOR_LOCK)
 	@$(MAKE) --no-print-directory system-deps
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r $(PLUS_LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes --ignore-requires-python -r $(HARBOR_LOCK)
 	$(BIN)/python -m pip install --quiet --no-deps -e '.[dev,ray,plus]' --config-settings editable_mode=strict
 	@# LIBERO-Plus finds its assets only in its own package folder: link libero-pro's there.
 	$(BIN)/python -m mailroom.benchmarks.libero_plus.assets

@@ -10,6 +10,7 @@ less raises EvidenceError, and the export skips the attempt and lists it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ class DeliveredObservation:
     sequence: int
     control: int
     image_sha256: dict[str, str]  # camera -> the sha256 recorded at publication
+    published_at: float | None = None  # unix seconds, as its event recorded
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class JudgedDecision:
     warning: bool
     feedback: str | None  # JSON text
     note: str | None
+    claimed_at: float | None = None  # unix seconds the response was claimed or refused
+    latency_ms: float | None = None  # from the observation's publication to the claim
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,13 @@ def _controls_before(executed: dict[int, int], sequence: int) -> int:
     the last executed chunk before it reached (its `actions_executed` may be logged
     after that observation: it is written with the next record)."""
     return max((total for s, total in executed.items() if s < sequence), default=0)
+
+
+def _seconds(record: dict[str, Any], key: str) -> float | None:
+    value = record.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def _note(paths: AttemptPaths, sequence: int) -> str | None:
@@ -186,6 +197,7 @@ def read_evidence(
     responses: dict[int, dict[str, Any]] = {}
     executed: dict[int, int] = {}
     prefixes: dict[int, list[list[float]]] = {}
+    served: dict[int, float | None] = {}
     for event in log.records:
         kind, sequence = event.get("event"), _sequence(event)
         if sequence is None:
@@ -199,12 +211,15 @@ def read_evidence(
             if isinstance(total, int) and not isinstance(total, bool):
                 executed[sequence] = total
             prefixes[sequence] = _vectors(event.get("executed_prefix"), action.dimension)
+        elif kind == "decision_served":
+            served[sequence] = _seconds(event, "latency_ms")
     observations: list[DeliveredObservation] = []
     for sequence in sorted(published):
         hashes = published[sequence].get("image_sha256")
         shown = {str(k): str(v) for k, v in hashes.items()} if isinstance(hashes, dict) else {}
         control = _controls_before(executed, sequence)
-        observations.append(DeliveredObservation(sequence, control, shown))
+        at = _seconds(published[sequence], "t")
+        observations.append(DeliveredObservation(sequence, control, shown, at))
     decisions: list[JudgedDecision] = []
     for sequence in sorted(responses):
         next_feedback = published.get(sequence + 1, {}).get("feedback")
@@ -219,6 +234,8 @@ def read_evidence(
                 warning=warning,
                 feedback=_feedback_text(next_feedback),
                 note=_note(paths, sequence),
+                claimed_at=_seconds(responses[sequence], "t"),
+                latency_ms=served.get(sequence),
             )
         )
     actions, states = _actions(paths, result, prefixes, action.dimension)

@@ -45,7 +45,8 @@ import dataclasses
 import json
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
+from mailroom.hashing import sha256_bytes
 from mailroom.mailbox.publish import fsync_directory
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.entries import CatalogError
@@ -303,6 +305,44 @@ def published_file(path: Path) -> Iterator[Path]:
     finally:
         temporary.unlink(missing_ok=True)
     fsync_directory(path.parent)
+
+
+def publish_folder(temporary: Path, out: Path, ours: Callable[[Path], bool], what: str) -> None:
+    """Rename a finished export folder onto `out`, replacing one this export wrote there
+    before (`ours` says so of a folder); anything else at `out` is refused (and
+    `temporary` removed)."""
+    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
+        if not ours(out):
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise ExportError(
+                f"{out} exists and is not a {what} this export wrote: name another --out"
+            )
+        old = out.with_name(f".{out.name}.{secrets.token_hex(4)}.old")
+        out.rename(old)
+        temporary.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if out.exists():
+        out.rmdir()
+    temporary.rename(out)
+
+
+def run_identity(run: RunDirectory, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What identifies the run in an export, never a path of this machine."""
+    protocol = manifest.get("protocol", {})
+    profile = manifest.get("profile", {})
+    return {
+        "run_id": manifest.get("run_id"),
+        "manifest_schema": manifest.get("schema"),
+        "manifest_sha256": sha256_bytes(run.manifest_path.read_bytes()),
+        "plan_sha256": protocol.get("plan_sha256"),
+        "benchmark": protocol.get("benchmark"),
+        "profile": profile.get("name"),
+        "profile_declaration_sha256": profile.get("declaration_sha256"),
+        "record": manifest.get("record"),
+        "mailbox_protocol": protocol.get("mailbox_protocol"),
+        "camera_transform": protocol.get("camera_transform"),
+    }
 
 
 class _StepsWriter:

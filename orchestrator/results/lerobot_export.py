@@ -49,7 +49,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.episode.video import CameraEncoder
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.run_directory import RunDirectory
@@ -65,6 +64,8 @@ from mailroom.orchestrator.results.export import (
     ExportError,
     Skipped,
     load_run,
+    publish_folder,
+    run_identity,
 )
 from mailroom.orchestrator.results.steps_file import (
     STATE_LAYOUT,
@@ -365,47 +366,17 @@ def _frames_table(
 
 
 def _identity(run: RunDirectory, manifest: dict[str, Any]) -> dict[str, Any]:
-    """What identifies the run, never a path of this machine."""
-    protocol = manifest.get("protocol", {})
-    profile = manifest.get("profile", {})
-    return {
-        "format": LEROBOT_EXPORT_FORMAT,
-        "run_id": manifest.get("run_id"),
-        "manifest_schema": manifest.get("schema"),
-        "manifest_sha256": sha256_bytes(run.manifest_path.read_bytes()),
-        "plan_sha256": protocol.get("plan_sha256"),
-        "benchmark": protocol.get("benchmark"),
-        "profile": profile.get("name"),
-        "profile_declaration_sha256": profile.get("declaration_sha256"),
-        "record": manifest.get("record"),
-        "mailbox_protocol": protocol.get("mailbox_protocol"),
-        "camera_transform": protocol.get("camera_transform"),
-        "observation": "before_action",
-    }
+    identity = run_identity(run, manifest)
+    return {"format": LEROBOT_EXPORT_FORMAT, **identity, "observation": "before_action"}
 
 
-def _publish(temporary: Path, out: Path) -> None:
-    """Rename the finished dataset onto `out`, replacing a dataset this export wrote
-    there before; anything else at `out` is refused (and `temporary` removed)."""
-    if out.exists() and not (out.is_dir() and not any(out.iterdir())):
-        try:
-            info = json.loads((out / ds.INFO_PATH).read_text("utf-8"))
-            ours = info.get("mailroom", {}).get("format") == LEROBOT_EXPORT_FORMAT
-        except (OSError, ValueError, AttributeError):
-            ours = False
-        if not ours:
-            shutil.rmtree(temporary, ignore_errors=True)
-            raise ExportError(
-                f"{out} exists and is not a dataset this export wrote: name another --out"
-            )
-        old = out.with_name(f".{out.name}.{secrets.token_hex(4)}.old")
-        out.rename(old)
-        temporary.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-        return
-    if out.exists():
-        out.rmdir()
-    temporary.rename(out)
+def _ours(out: Path) -> bool:
+    """Whether `out` holds a dataset this export wrote."""
+    try:
+        info = json.loads((out / ds.INFO_PATH).read_text("utf-8"))
+        return bool(info.get("mailroom", {}).get("format") == LEROBOT_EXPORT_FORMAT)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class _DatasetWriter:
@@ -574,7 +545,7 @@ def export_lerobot(run_dir: Path, out_dir: Path | None = None) -> LeRobotExportS
             writer.close()
         shutil.rmtree(temporary, ignore_errors=True)
         raise
-    _publish(temporary, out)
+    publish_folder(temporary, out, _ours, "dataset")
     return LeRobotExportSummary(
         out_dir=out,
         episodes=len(writer.rows),

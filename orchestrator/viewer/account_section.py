@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mailroom.orchestrator.actors.agent_trace import Step, Trace, trace_parsers
 from mailroom.orchestrator.records.layout import ACTOR_OUTPUT_FILES
 from mailroom.orchestrator.viewer.markup import esc
-from mailroom.orchestrator.actors.agent_trace import Step, Trace, trace_parsers
 from mailroom.orchestrator.viewer.untrusted_text import clipped_text
 
 ACCOUNT_LABEL = "the actor's own account: not verified"

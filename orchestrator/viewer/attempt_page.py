@@ -4,6 +4,7 @@ declared), its captured output, and any post-episode diagnostics."""
 
 from __future__ import annotations
 
+from mailroom.orchestrator.actors.agent_trace import Assignment, Trace, assign
 from mailroom.orchestrator.records.result import EpisodeResult, ProviderUsage
 from mailroom.orchestrator.records.run_directory import CorruptResult
 from mailroom.orchestrator.replay.diagnostics import AttemptDiagnostics
@@ -20,7 +21,6 @@ from mailroom.orchestrator.viewer.readable import (
     readable_value,
 )
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline
-from mailroom.orchestrator.actors.agent_trace import Assignment, Trace, assign
 from mailroom.orchestrator.viewer.untrusted_text import shown_text
 
 

@@ -8,13 +8,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from mailroom.orchestrator.actors.agent_trace import Step
 from mailroom.orchestrator.records.result import ProviderUsage
 from mailroom.orchestrator.viewer.account_section import account_details
 from mailroom.orchestrator.viewer.attempt_usage import provider_time
 from mailroom.orchestrator.viewer.markup import esc, table
 from mailroom.orchestrator.viewer.readable import ABSENT, readable_duration_ms, readable_value
 from mailroom.orchestrator.viewer.timeline import Decision
-from mailroom.orchestrator.actors.agent_trace import Step
 from mailroom.orchestrator.viewer.untrusted_text import shown_text, untrusted_pre
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mailroom.mailbox.publish import publish_bytes
+from mailroom.orchestrator.actors.agent_trace import declared_trace, read_trace, trace_parsers
 from mailroom.orchestrator.records.private import make_private_dir
 from mailroom.orchestrator.records.run_directory import RunDirectory, not_a_run_directory
 from mailroom.orchestrator.replay.diagnostics import read_diagnostics
@@ -33,7 +34,6 @@ from mailroom.orchestrator.viewer.attempt_page import attempt_page
 from mailroom.orchestrator.viewer.run_page import attempt_row, run_page
 from mailroom.orchestrator.viewer.run_shape import run_shape
 from mailroom.orchestrator.viewer.timeline import AttemptTimeline, read_timeline
-from mailroom.orchestrator.actors.agent_trace import declared_trace, read_trace, trace_parsers
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 

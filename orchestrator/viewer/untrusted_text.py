@@ -8,9 +8,9 @@ passed through `readable.py` (it is shown as it was written).
 
 from __future__ import annotations
 
+from mailroom.orchestrator.actors.agent_trace import Clipped
 from mailroom.orchestrator.viewer.markup import esc
 from mailroom.orchestrator.viewer.timeline import ShownText
-from mailroom.orchestrator.actors.agent_trace import Clipped
 
 
 def untrusted_pre(text: str) -> str:

@@ -19,6 +19,8 @@ from run_manifests import external_manifest
 LOCK = REPO / "requirements" / "lock.txt"
 # LIBERO-Plus's package alone, installed without its dependencies (its numpy<2 pin).
 PLUS_LOCK = REPO / "requirements" / "liberoplus.txt"
+# Harbor alone (the tests' ATIF validator), installed without its dependencies.
+HARBOR_LOCK = REPO / "requirements" / "harbor.txt"
 PROJECT = "mailroom"
 
 
@@ -56,10 +58,11 @@ def parse_lock(text: str) -> dict[str, Locked]:
 
 @cache
 def lock() -> dict[str, Locked]:
-    """Every pinned package: the lock and LIBERO-Plus's own file."""
+    """Every pinned package: the lock, LIBERO-Plus's own file and Harbor's."""
     return {
         **parse_lock(LOCK.read_text(encoding="utf-8")),
         **parse_lock(PLUS_LOCK.read_text(encoding="utf-8")),
+        **parse_lock(HARBOR_LOCK.read_text(encoding="utf-8")),
     }
 
 

@@ -22,31 +22,15 @@ import pytest
 import toy_family_runs
 from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import REPO, mailroom_exe
+from gateway_profiles import anthropic_gateway_profile
 from mailroom.hashing import sha256_bytes
 
 KEY = "sk-real-key-for-the-launch-test-0123456789"
-PROFILE = {
-    "profile": "gateway_probe",
-    "method_family": "code_agent_direct_control",
-    "purpose": "an agent-like test actor that asks its provider through the gateway",
-    "instructions": "prompts/actor_instructions_v2.txt",
-    "declared_models": [
-        {
-            "role": "actor",
-            "identity": "claude-haiku-4-5",
-            "provider": "anthropic",
-            "verified": False,
-        }
-    ],
-    "confinement": {"network": "gateway"},
-    "provider": {
-        "kind": "anthropic",
-        "key_variable": "ANTHROPIC_API_KEY",
-        "base_url_variable": "ANTHROPIC_BASE_URL",
-        "routes": ["POST /v1/messages"],
-    },
-    "actor": {"command": ["{python}", "{profile_dir}/actor.py", "{endpoint}", "answer"]},
-}
+PROFILE = anthropic_gateway_profile(
+    "gateway_probe",
+    "an agent-like test actor that asks its provider through the gateway",
+    {"command": ["{python}", "{profile_dir}/actor.py", "{endpoint}", "answer"]},
+)
 
 # A fixture of tests/support, used by name.
 toy_env = toy_family_runs.toy_env

@@ -276,7 +276,7 @@ def test_attempt_selects_one_and_an_unknown_id_is_a_usage_error(
     assert SUCCEEDS in unknown.stderr  # the attempts it has are named
     assert not (tmp_path / "none").exists()
     parquet = run_cli("export", str(run_dir), "--attempt", STOPS, env=toy_env)
-    assert_usage_error(parquet, "--attempt applies to --format rerun only")
+    assert_usage_error(parquet, "--attempt applies to --format rerun and atif only")
 
 
 def test_an_image_that_is_not_the_one_delivered_skips_its_attempt(
