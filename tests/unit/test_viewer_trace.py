@@ -17,19 +17,7 @@ from mailroom.agents.claude_code import trace as claude_trace
 from mailroom.agents.codex_cli import trace as codex_trace
 from mailroom.agents.gemini_cli import trace as gemini_trace
 from mailroom.benchmarks.libero.specs import LIBERO_ACTION, LIBERO_OBSERVATION
-from mailroom.orchestrator.actors.profiles import (
-    TRACE_PARSERS_GROUP,
-    load_profile,
-    shipped_agents,
-)
-from mailroom.orchestrator.records.run_directory import RunDirectory
 from mailroom.orchestrator.actors import agent_trace as trace_module
-from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
-from mailroom.orchestrator.viewer.attempt_page import attempt_page
-from mailroom.orchestrator.viewer.markup import CSP
-from mailroom.orchestrator.viewer.run_shape import RunShape
-from mailroom.orchestrator.viewer.site import build_site
-from mailroom.orchestrator.viewer.timeline import read_timeline
 from mailroom.orchestrator.actors.agent_trace import (
     MAX_ITEM_CHARS,
     Step,
@@ -38,6 +26,18 @@ from mailroom.orchestrator.actors.agent_trace import (
     parse_trace,
     trace_parsers,
 )
+from mailroom.orchestrator.actors.profiles import (
+    TRACE_PARSERS_GROUP,
+    load_profile,
+    shipped_agents,
+)
+from mailroom.orchestrator.records.run_directory import RunDirectory
+from mailroom.orchestrator.viewer.account_section import ACCOUNT_LABEL
+from mailroom.orchestrator.viewer.attempt_page import attempt_page
+from mailroom.orchestrator.viewer.markup import CSP
+from mailroom.orchestrator.viewer.run_shape import RunShape
+from mailroom.orchestrator.viewer.site import build_site
+from mailroom.orchestrator.viewer.timeline import read_timeline
 from recorded_runs import make_run, write_result
 from traced_runs import PNG, assistant, bash, claude_episode, jsonl, tool_result, traced_run
 
@@ -402,7 +402,9 @@ def test_an_unreadable_or_unknown_account_is_said_and_the_raw_output_stays(
     assert "no step of it read yet" in live and "could not be read" not in live
     root, directory = traced_run(tmp_path / "b", "future_json", claude_episode())
     page = attempt_html(root, directory, tmp_path / "b" / "site")
-    assert "&#x27;future_json&#x27; is not one this evaluator reads" in page and "<details" not in page
+    assert (
+        "&#x27;future_json&#x27; is not one this evaluator reads" in page and "<details" not in page
+    )
     index = (tmp_path / "b" / "site" / "index.html").read_text()
     assert "which this viewer does not read" in index
 
