@@ -19,6 +19,11 @@ class ActorLimits(BaseModel):
     typed error before the disk fills. `memory_mb` is the ceiling of the actor's memory
     cgroup (`memory_cgroup.py`): its processes and the pages of its sandbox's `/tmp` and
     `/dev/shm`; past it the kernel ends the actor (`memory_limit`).
+
+    `expected_memory_mb` is not a limit: what one live actor is expected to hold at its
+    peak (its memory cgroup's), which a worker reserves for each live episode before it
+    admits another (`campaign/capacity/actor_memory.py`) until the episodes that ran say
+    otherwise.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -30,6 +35,7 @@ class ActorLimits(BaseModel):
     scratch_quota_mb: Annotated[int, Field(ge=1)] | None = 1024
     scratch_quota_files: Annotated[int, Field(ge=1)] | None = 100_000
     memory_mb: Annotated[int, Field(ge=16)] | None = DEFAULT_MEMORY_MB
+    expected_memory_mb: Annotated[int, Field(ge=1, le=1 << 20)] | None = None
     # Kept of each of the actor's stdout and stderr (an agent CLI's account of its work
     # on stdout can be long); the rest is counted.
     output_mb: Annotated[int, Field(ge=1, le=1024)] = 1

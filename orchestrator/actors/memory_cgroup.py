@@ -39,6 +39,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,6 +272,10 @@ class EpisodeCgroup:
             self._peak_bytes = int(_read(self.path / name))
         return self._peak_bytes
 
+    def current_bytes(self) -> int | None:
+        """The memory the cgroup holds now (None once removed, or where unreadable)."""
+        return None if self.removed else _held_now(self.hierarchy.version, self.path)
+
     def processes(self) -> list[int]:
         with contextlib.suppress(OSError):
             return [int(p) for p in _read(self.path / "cgroup.procs").split()]
@@ -292,10 +297,10 @@ class EpisodeCgroup:
             self.peak_bytes()
             try:
                 os.rmdir(self.path)
-                self.removed = True
+                self._ended()
                 return True
             except FileNotFoundError:
-                self.removed = True
+                self._ended()
                 return True
             except OSError as exc:
                 if exc.errno != errno.EBUSY:
@@ -307,6 +312,14 @@ class EpisodeCgroup:
             elif killed_at is not None and now - killed_at >= settle_s:
                 return False
             time.sleep(0.02)
+
+    def _ended(self) -> None:
+        self.removed = True
+        if self._peak_bytes is not None and self.path.name.startswith(EPISODE_PREFIX):
+            with _PEAKS_LOCK:
+                _ENDED_PEAKS.setdefault(os.getpid(), deque(maxlen=MAX_ENDED_PEAKS)).append(
+                    self._peak_bytes
+                )
 
     def close_in_parent(self) -> None:
         """After the spawn: the parent's copy of the descriptor is no longer needed."""
@@ -416,6 +429,61 @@ def _alive(pid: int) -> bool:
 _LOCK = threading.Lock()
 # Per process (a forked child verifies again) and per place.
 _VERIFIED: dict[tuple[int, str], MemoryEnforcement] = {}
+# The peaks of the episode cgroups each process removed, not yet taken by
+# `ended_actor_peaks` (a worker's admission learns from them).
+MAX_ENDED_PEAKS = 256
+_ENDED_PEAKS: dict[int, deque[int]] = {}
+_PEAKS_LOCK = threading.Lock()  # not _LOCK: the probe's cgroup is removed under that
+
+
+def _held_now(version: CgroupVersion, path: Path) -> int | None:
+    name = "memory.usage_in_bytes" if version == "v1" else "memory.current"
+    try:
+        return int(_read(path / name))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class HeldMemory:
+    """What one live actor's cgroup holds now, and the most it held."""
+
+    current_bytes: int
+    peak_bytes: int | None
+
+
+def live_actor_memory() -> list[HeldMemory] | None:
+    """What each episode cgroup this process made holds now (its live actors'); None
+    where this process makes none (no ceiling enforced here, or none verified yet)."""
+    with _LOCK:
+        found = [
+            e.hierarchy
+            for (pid, _), e in _VERIFIED.items()
+            if pid == os.getpid() and e.hierarchy is not None
+        ]
+    if not found:
+        return None
+    hierarchy = found[0]
+    held: list[HeldMemory] = []
+    with contextlib.suppress(OSError):
+        for entry in hierarchy.parent.glob(f"{EPISODE_PREFIX}{os.getpid()}-*"):
+            current = _held_now(hierarchy.version, entry)
+            if current is None:
+                continue  # removed meanwhile
+            peak_name = "memory.max_usage_in_bytes" if hierarchy.version == "v1" else "memory.peak"
+            try:
+                peak: int | None = int(_read(entry / peak_name))
+            except (OSError, ValueError):
+                peak = None
+            held.append(HeldMemory(current, peak))
+    return held
+
+
+def ended_actor_peaks() -> list[int]:
+    """The peaks of the episode cgroups this process removed since it last asked."""
+    with _PEAKS_LOCK:
+        ended = _ENDED_PEAKS.pop(os.getpid(), None)
+    return list(ended or ())
 
 
 def enforcement() -> MemoryEnforcement:

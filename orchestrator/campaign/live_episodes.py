@@ -37,6 +37,7 @@ from typing import Any
 
 from mailroom.mailbox.inbox_hub import InboxHub
 from mailroom.measures import peak_rss_mb, rss_mb
+from mailroom.orchestrator.campaign.capacity.actor_memory import ActorShare, ActorsNow
 from mailroom.orchestrator.campaign.capacity.memory import (
     Admission,
     MemoryUnknownError,
@@ -56,6 +57,8 @@ TaskKey = tuple[str, int, int]
 # The longest the worker sleeps with episodes live (a new look at the clock and memory).
 MAX_SLEEP_S = 0.5
 STARTER_JOIN_S = 30.0
+# How often admission reads the live actors' memory cgroups (two small files each).
+ACTORS_READ_S = 0.25
 # An episode's clean-up stops its actor within seconds (grace, then SIGKILL).
 FINISHER_JOIN_S = 60.0
 
@@ -185,6 +188,8 @@ class LiveEpisodes:
         self.slots = max(1, int(config.slots))
         self.report = report
         self.admission = admission
+        self.actor_share = ActorShare.declared_in(config.limits)
+        self._actors_read: tuple[float, ActorsNow] | None = None
         # One live episode at a time has nothing to park beside: it keeps its simulator.
         parking = config.holding == "parked" and self.slots > 1
         self.pool = SimulatorPool(open_simulator, config.settings.proprio, parking=parking)
@@ -365,19 +370,29 @@ class LiveEpisodes:
                 return None  # memory is short: wait for a live episode to end
         return host.episode(), True
 
+    def _actors_now(self) -> ActorsNow:
+        """The live actors' memory, read at most every `ACTORS_READ_S` seconds."""
+        now = time.monotonic()
+        if self._actors_read is None or now - self._actors_read[0] >= ACTORS_READ_S:
+            self._actors_read = (now, self.actor_share.now())
+        return self._actors_read[1]
+
     def _margin_kept(self) -> bool:
+        """Whether another live actor fits, with what the live ones are expected to take."""
         try:
             memory = machine_memory()
         except MemoryUnknownError:
             return False
-        return memory.available_mb > self.admission.policy.margin * memory.total_mb
+        return self.admission.admits_actor(rss_mb(), memory, self._actors_now())
 
     def _memory_allows(self) -> bool:
         try:
             memory = machine_memory()
         except MemoryUnknownError:
             return False  # nothing to go by: no more than what is live already
-        return self.admission.admits_new_simulator(self.pool.count, rss_mb(), memory)
+        return self.admission.admits_new_simulator(
+            self.pool.count, rss_mb(), memory, self._actors_now()
+        )
 
     def _control_cap(self, item: Any) -> int:
         cap: int = self.settings.control_cap(reference_horizon(item.case.suite).controls)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.campaign.capacity.actor_memory import ActorShare
 from mailroom.orchestrator.campaign.capacity.decide import CapacityDecision
 from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.capacity.placement import SLOT_RESOURCE
@@ -118,6 +120,24 @@ def print_cluster(ray_address: str, workers: int, decision: CapacityDecision) ->
         f"Ray cluster at {escape(ray_address)}: {len(decision.nodes)} node(s), {declared:g} "
         f"{SLOT_RESOURCE}; live episodes: at most {workers * slots} ({workers} worker(s) x "
         f"{slots} slot(s)), each worker on one node",
+        highlight=False,
+    )
+
+
+def print_actor_share(limits: ActorLimits) -> None:
+    """What each live actor is expected to hold, and why: a worker reserves it."""
+    share = ActorShare(
+        declared_mb=None if limits.expected_memory_mb is None else float(limits.expected_memory_mb)
+    )
+    expected, why = share.expected()
+    reserved = (
+        "reserved for each live actor until it holds it"
+        if share.known
+        else "asked of each new actor"
+    )
+    console.print(
+        f"each actor: expected to hold {expected:.0f} MiB at its peak ({why}), {reserved}; "
+        "learned from the actors' memory cgroups as episodes end",
         highlight=False,
     )
 

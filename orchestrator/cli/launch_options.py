@@ -128,9 +128,9 @@ def memory_option(function: F) -> F:
         "max_memory",
         type=str,
         default=None,
-        help="Cap on the memory the workers' live episodes may hold in total (e.g. 16G); "
-        "by default a new live episode starts only while 10% of the machine's memory "
-        "stays available.",
+        help="Cap on the memory the workers' live episodes (simulators and actors) may hold "
+        "in total (e.g. 16G); by default a new live episode starts only while 10% of the "
+        "machine's memory stays available.",
     )(function)
 
 

@@ -17,7 +17,11 @@ from mailroom.orchestrator.cli.exits import (
     EXIT_INFRASTRUCTURE,
     EXIT_OK,
 )
-from mailroom.orchestrator.cli.launch_console import print_capacity, progress_listener
+from mailroom.orchestrator.cli.launch_console import (
+    print_actor_share,
+    print_capacity,
+    progress_listener,
+)
 from mailroom.orchestrator.cli.launch_preflight import LaunchInputs, preflight
 from mailroom.orchestrator.cli.launch_stop import exit_code, stopped_words, stopping_on_signals
 from mailroom.orchestrator.cli.options import console, progress_bar
@@ -82,6 +86,7 @@ def _execute(
     )
     if inputs.executor == "local":  # stderr: --json's stdout stays clean
         print_capacity(request.memory, inputs.workers, inputs.holding, decided.capacity)
+    print_actor_share(profile.profile.limits)
     counts = {"success": 0, "failure": 0, "error": 0}
     try:
         with progress_bar(hidden=inputs.as_json) as progress:

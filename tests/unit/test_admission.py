@@ -6,6 +6,14 @@ from pathlib import Path
 
 import click
 import pytest
+from mailroom.orchestrator.actors.limits import ActorLimits
+from mailroom.orchestrator.campaign.capacity.actor_memory import (
+    HEADROOM,
+    LEARN_AFTER,
+    SMALL_ACTOR_MB,
+    ActorShare,
+    ActorsNow,
+)
 from mailroom.orchestrator.campaign.capacity.memory import (
     FIRST_SIMULATOR_MB,
     FURTHER_SIMULATOR_MB,
@@ -96,3 +104,52 @@ def test_memory_sizes_parse(text: str, mib: float) -> None:
 def test_bad_memory_sizes_are_refused(text: str) -> None:
     with pytest.raises(click.BadParameter):
         parse_memory_size(text)
+
+
+# Live actors: what they hold (their cgroups) and what each is expected to hold.
+
+
+def _actors(held: tuple[float, ...], expected: float, known: bool = True) -> ActorsNow:
+    return ActorsNow(held, expected, "given", read=True, known=known)
+
+
+def test_live_actors_are_reserved_what_they_do_not_hold_yet() -> None:
+    actors = _actors((100.0, 50.0, 250.0), expected=200.0)
+    assert actors.reserve_mb == 100.0 + 150.0 + 0.0  # one holds more than expected: 0
+    assert actors.total_held_mb == 400.0
+    assert _actors((100.0,), expected=200.0, known=False).reserve_mb == 0.0
+
+
+def test_another_actor_is_admitted_only_if_it_and_the_reserve_fit_above_the_margin() -> None:
+    admission = Admission(MemoryPolicy(margin=0.1))
+    actors = _actors((100.0, 50.0), expected=200.0)  # reserve 250, need 200
+    floor = 0.1 * 20000.0
+    assert admission.admits_actor(0.0, MachineMemory(20000.0, floor + 450.0), actors)
+    assert not admission.admits_actor(0.0, MachineMemory(20000.0, floor + 449.0), actors)
+    # A simulator to build asks for its estimate and the actor's share together.
+    memory = MachineMemory(20000.0, floor + 250.0 + 200.0 + FURTHER_SIMULATOR_MB)
+    assert admission.admits_new_simulator(1, 0.0, memory, actors)
+    assert not admission.admits_new_simulator(1, 0.0, memory, _actors((0.0, 0.0), 200.0))
+
+
+def test_the_cap_counts_the_workers_actors_and_their_reserve() -> None:
+    admission = Admission(MemoryPolicy(max_memory_mb=2000.0), workers=2)  # 1000 each
+    plenty = MachineMemory(100000.0, 90000.0)
+    actors = _actors((100.0, 50.0), expected=200.0)  # held 150, reserve 250, need 200
+    assert admission.admits_actor(400.0, plenty, actors)  # 400 + 150 + 250 + 200 = 1000
+    assert not admission.admits_actor(401.0, plenty, actors)
+
+
+def test_the_share_starts_declared_and_learns_from_the_actors_that_ended() -> None:
+    share = ActorShare.declared_in(ActorLimits(expected_memory_mb=300))
+    expected, why = share.expected()
+    assert share.known and expected == 300.0 and "declared" in why
+    share.learn([100 << 20, 120 << 20])
+    assert share.expected()[0] == 300.0  # two are not enough to go by
+    share.learn([90 << 20])
+    expected, why = share.expected()
+    assert expected == pytest.approx(120.0 * HEADROOM) and "learned" in why
+    undeclared = ActorShare.declared_in(ActorLimits())
+    assert not undeclared.known and undeclared.expected()[0] == SMALL_ACTOR_MB
+    undeclared.learn([10 << 20] * LEARN_AFTER)
+    assert undeclared.known and undeclared.expected()[0] == pytest.approx(10.0 * HEADROOM)

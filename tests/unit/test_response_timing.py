@@ -31,6 +31,7 @@ from mailbox_cases import LIMITS
 from mailroom.mailbox.endpoint import Endpoint, create_endpoint
 from mailroom.mailbox.parser import Accepted
 from mailroom.mailbox.watcher import FallbackReason
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.campaign.capacity.memory import Admission, MemoryPolicy
 from mailroom.orchestrator.campaign.live_episodes import LiveEpisode, LiveEpisodes, task_key
 from mailroom.orchestrator.episode.evidence import EpisodeEvidence
@@ -121,7 +122,9 @@ def _worker(
     passed (busy serving others while the starter thread published it)."""
     settings = _settings(response_timeout_s)
     reports: list[tuple[Any, ...]] = []
-    config = SimpleNamespace(kept=None, settings=settings, slots=1, holding="dedicated")
+    config = SimpleNamespace(
+        kept=None, settings=settings, slots=1, holding="dedicated", limits=ActorLimits()
+    )
     live = LiveEpisodes(config, FakeSimulator, reports.append, Admission(MemoryPolicy()))
     endpoint = create_endpoint(tmp_path / "mailbox")
     evidence = EpisodeEvidence(tmp_path / "private" / "episodes" / "a-1")

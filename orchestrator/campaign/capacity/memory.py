@@ -8,8 +8,10 @@ defaults until it has seen one. An episode that reuses an idle simulator adds on
 actor's small share and is admitted while slots are free.
 
 The margin is a fraction of the machine's memory left available (default 10%).
-`--max-memory` caps what the campaign's workers may hold in total; each worker keeps
-to its share (the cap divided by the number of workers).
+`--max-memory` caps what the campaign's workers may hold in total, their actors
+included (read from the actors' memory cgroups where this machine makes them); each
+worker keeps to its share (the cap divided by the number of workers). What a live
+actor is expected to hold, and is reserved for it, is `actor_memory.py`'s.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mailroom.orchestrator.campaign.capacity.actor_memory import ActorsNow
 
 DEFAULT_MARGIN = 0.10
 # Estimates until a worker has measured its own (see LIBERO_FACTS: 2,049 MB for the
@@ -116,11 +120,33 @@ class Admission:
         costs.append(max(0.0, cost_mb))
 
     def admits_new_simulator(
-        self, simulators: int, worker_rss_mb: float, memory: MachineMemory
+        self,
+        simulators: int,
+        worker_rss_mb: float,
+        memory: MachineMemory,
+        actors: ActorsNow | None = None,
     ) -> bool:
-        """Whether a new simulator fits above the margin and within this worker's share."""
-        need = self.estimate_mb(simulators)
-        if memory.available_mb - need < self.policy.margin * memory.total_mb:
+        """Whether a new simulator, and its episode's actor, fit above the margin and
+        within this worker's share (`actors`: the live ones, see `actor_memory.py`)."""
+        need = self.estimate_mb(simulators) + (actors.expected_mb if actors else 0.0)
+        return self._fits(need, worker_rss_mb, memory, actors)
+
+    def admits_actor(self, worker_rss_mb: float, memory: MachineMemory, actors: ActorsNow) -> bool:
+        """Whether one more live actor fits (an episode that builds no simulator)."""
+        return self._fits(actors.expected_mb, worker_rss_mb, memory, actors)
+
+    def _fits(
+        self,
+        need_mb: float,
+        worker_rss_mb: float,
+        memory: MachineMemory,
+        actors: ActorsNow | None,
+    ) -> bool:
+        reserve = actors.reserve_mb if actors else 0.0
+        if memory.available_mb - reserve - need_mb < self.policy.margin * memory.total_mb:
             return False
         cap = self.policy.max_memory_mb
-        return cap is None or worker_rss_mb + need <= cap / max(1, self.workers)
+        if cap is None:
+            return True
+        held = worker_rss_mb + (actors.total_held_mb if actors else 0.0) + reserve
+        return held + need_mb <= cap / max(1, self.workers)
