@@ -9,6 +9,7 @@ from typing import Any
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.campaign.capacity.actor_memory import ActorShare
 from mailroom.orchestrator.campaign.capacity.decide import CapacityDecision
+from mailroom.orchestrator.campaign.capacity.kernel import ACTOR_PROCESSES_PER_EPISODE, actor_tasks
 from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.capacity.placement import SLOT_RESOURCE
 from mailroom.orchestrator.cli.launch_stop import stopping_words
@@ -125,19 +126,22 @@ def print_cluster(ray_address: str, workers: int, decision: CapacityDecision) ->
 
 
 def print_actor_share(limits: ActorLimits) -> None:
-    """What each live actor is expected to hold, and why: a worker reserves it."""
-    share = ActorShare(
-        declared_mb=None if limits.expected_memory_mb is None else float(limits.expected_memory_mb)
-    )
+    """What each live actor is expected to hold and may start, and why: a worker reserves
+    the one, the kernel check counts the other."""
+    share = ActorShare.declared_in(limits)
     expected, why = share.expected()
-    reserved = (
-        "reserved for each live actor until it holds it"
-        if share.known
-        else "asked of each new actor"
+    reserved = "reserved for each live actor until it holds it"
+    if not share.known:
+        reserved = "asked of each new actor"
+    tasks = actor_tasks(limits)
+    counted = (
+        f"counted as {tasks} processes and threads (limits.processes)"
+        if tasks > ACTOR_PROCESSES_PER_EPISODE
+        else "counted as its one process (the profile declares no limits.processes)"
     )
     console.print(
         f"each actor: expected to hold {expected:.0f} MiB at its peak ({why}), {reserved}; "
-        "learned from the actors' memory cgroups as episodes end",
+        f"learned from the actors' memory cgroups as episodes end; {counted}",
         highlight=False,
     )
 

@@ -24,6 +24,7 @@ from mailroom.orchestrator.campaign.capacity.decide import (
     KernelLimitsRefusal,
     decide_capacity,
 )
+from mailroom.orchestrator.campaign.capacity.kernel import actor_tasks
 from mailroom.orchestrator.campaign.capacity.memory import MemoryPolicy
 from mailroom.orchestrator.campaign.coordinator import Executor, LocalExecutor
 from mailroom.orchestrator.catalog.plans import Plan
@@ -136,6 +137,7 @@ def _capacity(inputs: LaunchInputs, cases: int) -> tuple[Executor, CapacityDecis
         memory=inputs.memory,
         record_full=inputs.record == "full",
         inotify=inputs.settings.watch_mode == "inotify",
+        actor_tasks=actor_tasks(inputs.profile.profile.limits),
     )
     if inputs.executor == "local":  # a Ray worker's node has limits of its own
         try:

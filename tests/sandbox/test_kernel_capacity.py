@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_plan, launch_command
 from kernel_limit_values import ROOMY
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.campaign.capacity import kernel as kc
 from mailroom.orchestrator.campaign.capacity.kernel import Launch, check, refusal
 from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits, raise_open_files
@@ -154,3 +155,28 @@ def test_a_launch_beyond_the_descriptor_limit_is_refused_before_anything_starts(
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not run_dir.exists()  # nothing written
     assert list(mailbox_root.iterdir()) == []  # no endpoint made
+
+
+def test_an_actors_declared_processes_count_against_the_machines_pids_and_threads() -> None:
+    # A profile that declares limits.processes is counted at that cap per live actor,
+    # against the machine's pids and threads; not against this user's (a sandboxed actor
+    # runs as a user of its own). One that declares none: its one process.
+    assert kc.actor_tasks(ActorLimits()) == kc.ACTOR_PROCESSES_PER_EPISODE
+    assert kc.actor_tasks(ActorLimits(processes=256)) == 256
+    plain = Launch(workers=1, slots=100, cases=100)
+    agents = dataclasses.replace(plain, actor_tasks=256)
+    base = 1 + kc.WORKER_BASE_THREADS
+    per_agent = kc.THREADS_PER_EPISODE + kc.BWRAP_PROCESSES_PER_EPISODE + 256
+    assert _demand(agents, ROOMY, "pids").need == base + 100 * per_agent
+    assert _demand(agents, ROOMY, "threads of the machine").need == base + 100 * per_agent
+    assert _demand(agents, ROOMY, "processes and threads of this user").need == (
+        _demand(plain, ROOMY, "processes and threads of this user").need
+    )
+    # This machine's pid_max (32,768) holds 100 such agents, not 100 at the default cap.
+    limits = dataclasses.replace(ROOMY, pid_max=32_768)
+    assert refusal(agents, limits) is None
+    why = refusal(dataclasses.replace(plain, actor_tasks=1024), limits)
+    assert why is not None and "kernel.pid_max is 32,768" in why
+    assert "declare a lower limits.processes" in why
+    fit = (32_768 - 200 - base) // (per_agent - 256 + 1024)
+    assert f"--slots {fit} per worker" in why

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mailroom.orchestrator.campaign.capacity.kernel import Launch, kernel_slots_that_fit, refusal
+from mailroom.orchestrator.campaign.capacity.kernel import (
+    ACTOR_PROCESSES_PER_EPISODE,
+    Launch,
+    kernel_slots_that_fit,
+    refusal,
+)
 from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits
 from mailroom.orchestrator.campaign.capacity.memory import (
     Capacity,
@@ -48,6 +53,8 @@ class CapacityRequest:
     memory: MemoryPolicy = field(default_factory=MemoryPolicy)
     record_full: bool = True
     inotify: bool = True
+    # The processes and threads each live actor may have (`kernel.Launch.actor_tasks`).
+    actor_tasks: int = ACTOR_PROCESSES_PER_EPISODE
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,9 @@ def decide_capacity(
     choice: SlotChoice | None = None
     slots = request.slots
     if slots == "auto":
-        one_each = Launch(workers, 1, cases, request.record_full, request.inotify)
+        one_each = Launch(
+            workers, 1, cases, request.record_full, request.inotify, request.actor_tasks
+        )
         choice = choose_slots(
             holding=request.holding,
             workers=workers,
@@ -107,7 +116,10 @@ def decide_capacity(
             memory=machine,
         )
         slots = choice.slots
-    beyond = refusal(Launch(workers, slots, cases, request.record_full, request.inotify), limits)
+    launch = Launch(
+        workers, slots, cases, request.record_full, request.inotify, request.actor_tasks
+    )
+    beyond = refusal(launch, limits)
     if beyond is not None:
         raise KernelLimitsRefusal(beyond)
     try:

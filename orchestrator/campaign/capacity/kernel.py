@@ -9,17 +9,21 @@ grow exactly linearly. `check` multiplies them by the live episodes a launch can
 and compares each with its limit (`KernelLimits`), taking what is in use already where
 a limit is shared; `refusal` words the first that does not fit, with what to change.
 
-What an actor itself starts (an agent CLI's node, its shells and threads) comes on top
-of its one process and is not known before it runs: the figures below are what the
-orchestrator's side surely needs, and a launch that fits them can still meet a limit
-through its actors. The check runs for the local executor only (a Ray worker's node
-has limits of its own).
+What an actor itself starts (an agent CLI's node, its shells and threads) is not known
+before it runs; a profile that declares `limits.processes` caps it (the sandbox's own
+user may have no more processes and threads), and that cap is what each live actor is
+counted as against the machine's pids and threads (`Launch.actor_tasks`). A profile
+that declares none is counted as its one process: a launch that fits can then still
+meet a limit through its actors. A sandboxed actor runs as a user of its own, so only
+its first process is counted against this user's RLIMIT_NPROC. The check runs for the
+local executor only (a Ray worker's node has limits of its own).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.campaign.capacity.kernel_limits import KernelLimits
 
 # Measured with /proc/<worker>/fd at 4, 10, 12, 40 and 300 live episodes (`--record
@@ -56,6 +60,16 @@ PROCESSES_PER_EPISODE = BWRAP_PROCESSES_PER_EPISODE + ACTOR_PROCESSES_PER_EPISOD
 USER_NAMESPACES_PER_EPISODE = 1
 
 
+def actor_tasks(limits: ActorLimits) -> int:
+    """What each live actor is counted as against the machine's pids and threads: the
+    processes and threads its profile declares it may have (`limits.processes`), or its
+    one process where the profile declares none (the default cap, 1024, is a guard, not
+    a figure: counted for every actor it would hold back hundreds of tiny ones)."""
+    if "processes" in limits.model_fields_set and limits.processes is not None:
+        return limits.processes
+    return ACTOR_PROCESSES_PER_EPISODE
+
+
 @dataclass(frozen=True)
 class Demand:
     """One resource: what the launch needs of it against its limit (None: no limit)."""
@@ -85,6 +99,8 @@ class Launch:
     cases: int
     record_full: bool = True
     inotify: bool = True
+    # The processes and threads each live actor may have (its profile's declared cap).
+    actor_tasks: int = ACTOR_PROCESSES_PER_EPISODE
 
     @property
     def active_workers(self) -> int:
@@ -111,9 +127,11 @@ def check(launch: Launch, limits: KernelLimits) -> list[Demand]:
     """Every resource's demand against its limit, in the order they are worded."""
     workers, per_worker, live = launch.active_workers, launch.live_per_worker, launch.live
     fds = FDS_PER_EPISODE + (VIDEO_FDS_PER_EPISODE if launch.record_full else 0)
-    # Threads and processes of one worker and its episodes, each a pid of the machine.
-    task_per_episode = THREADS_PER_EPISODE + PROCESSES_PER_EPISODE
-    tasks = workers * (1 + WORKER_BASE_THREADS) + live * task_per_episode
+    # Threads and processes of one worker and its episodes, each a pid of the machine;
+    # of this user's, an episode's own and its actor's first process.
+    own_per_episode = THREADS_PER_EPISODE + PROCESSES_PER_EPISODE
+    machine_per_episode = THREADS_PER_EPISODE + BWRAP_PROCESSES_PER_EPISODE + launch.actor_tasks
+    base_tasks = workers * (1 + WORKER_BASE_THREADS)
     worker_limit = limits.open_files_hard or limits.open_files
     demands = [
         Demand(
@@ -151,24 +169,27 @@ def check(launch: Launch, limits: KernelLimits) -> list[Demand]:
                 "raise it (sysctl fs.inotify.max_user_watches=N), or --watch-mode polling",
             ),
         ]
-    for name, limit_name, limit, used in (
+    for name, limit_name, limit, used, per_episode in (
         ("pids (threads and processes) of the machine", "kernel.pid_max",
-         limits.pid_max, limits.machine_threads),
+         limits.pid_max, limits.machine_threads, machine_per_episode),
         ("threads of the machine", "kernel.threads-max",
-         limits.threads_max, limits.machine_threads),
+         limits.threads_max, limits.machine_threads, machine_per_episode),
         ("processes and threads of this user", "RLIMIT_NPROC (ulimit -u)",
-         limits.user_processes, limits.user_processes_used),
+         limits.user_processes, limits.user_processes_used, own_per_episode),
     ):  # fmt: skip
+        remedy = f"raise {limit_name.split(' ')[0]}"
+        if per_episode == machine_per_episode and launch.actor_tasks > ACTOR_PROCESSES_PER_EPISODE:
+            remedy += ", or declare a lower limits.processes for the actor"
         demands.append(
             Demand(
                 name,
                 limit_name,
                 limit,
                 used,
-                tasks,
-                task_per_episode,
-                _room(limit, used, workers, task_per_episode, workers * (1 + WORKER_BASE_THREADS)),
-                f"raise {limit_name.split(' ')[0]}",
+                base_tasks + live * per_episode,
+                per_episode,
+                _room(limit, used, workers, per_episode, base_tasks),
+                remedy,
             )
         )
     demands.append(
