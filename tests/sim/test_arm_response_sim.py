@@ -3,9 +3,14 @@ instructions state (prompts/actor_instructions_v2.txt, ACTIONS), measured on the
 simulator.
 
 Every figure is parsed from the instructions, so a figure edited without measuring
-again fails here. The project's adapter drives each measurement as a run does (seed,
-reset, released state 0, ten settling controls [0, 0, 0, 0, 0, 0, -1]), from a fresh
-episode, at rest, in one task of every scene family:
+again fails here. The project's adapter drives each measurement as a run does, in one
+task of every scene family, from a fresh episode's rest: each task's episode is started
+once as a run starts it (seed, reset, released state 0, ten settling controls
+[0, 0, 0, 0, 0, 0, -1]), parked at rest as a run parks its live episodes, and put back
+at rest before each measurement (a reset costs far more than the controls measured).
+The first measurement is taken on the fresh episode itself and again after a put-back:
+the two must be equal, bit for bit, or every figure below would be measured from
+somewhere else than a fresh episode's rest.
 
 - translation: five full-scale controls along one axis (each sign): how far the
   end-effector site moved in all by the last of them; then zeros: how far it coasts
@@ -50,6 +55,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 from mailroom.benchmarks.libero.adapter import LiberoAdapter, resolve_task
+from mailroom.benchmarks.libero.parking import ParkedLibero
 from mailroom.benchmarks.libero.specs import SETTLING_ACTION
 from mailroom.orchestrator.sim.base import TaskIdentity
 
@@ -172,8 +178,9 @@ class Gripper:
 
 @dataclass(frozen=True)
 class Scene:
-    moves: dict[tuple[int, float], Move]  # (action index, sign)
+    moves: dict[tuple[int, float], Move]  # (action index, sign), each from the put-back rest
     gripper: Gripper
+    fresh: Move  # +[0] on the fresh episode itself, before anything was put back
 
 
 def _angle(rotation: Vec) -> float:
@@ -193,17 +200,29 @@ def _axis(rotation: Vec) -> Vec:
 
 
 class Episode:
-    """One episode through the project's adapter, with the hand's pose read alongside."""
+    """One task's episode through the project's adapter, with the hand's pose read
+    alongside: started fresh, then parked at rest (`at_rest`), to be put back there
+    (`back`) before each measurement."""
 
     def __init__(self, adapter: LiberoAdapter, identity: TaskIdentity) -> None:
         self.adapter = adapter
         start = adapter.start_episode(identity, 0, SEED)
         assert start.capture.gripper_qpos is not None
         self.settled_gripper = np.array(start.capture.gripper_qpos, dtype=np.float64)
-        # The adapter's env (a hard reset renews its simulator and robot: read them now).
+        # The adapter's env (a hard reset renews its simulator and robot: read them now;
+        # putting an episode back keeps them).
         env: Any = adapter._env.env
         self.sim = env.sim
         self.robot = env.robots[0]
+        # The rest pose is read here, once: after a put-back the simulator's derived
+        # values (the site poses) are stale until the next control (parking.py).
+        self.rest = self.pose()
+        self.at_rest = adapter.park()
+
+    def back(self, parked: ParkedLibero | None = None) -> Episode:
+        """Put the episode back where it was parked (at rest, unless told)."""
+        self.adapter.unpark(self.at_rest if parked is None else parked)
+        return self
 
     def control(self, index: int | None = None, value: float = 0.0) -> Vec:
         """One control: the settling action with `action[index] = value`; the fingers."""
@@ -222,7 +241,7 @@ class Episode:
 
 
 def _translation(episode: Episode, index: int, sign: float) -> Move:
-    start, _ = episode.pose()
+    start, _ = episode.rest
     for _ in range(FULL_SCALE_CONTROLS):
         episode.control(index, sign)
     last, _ = episode.pose()
@@ -243,7 +262,7 @@ def _translation(episode: Episode, index: int, sign: float) -> Move:
 
 
 def _rotation(episode: Episode, index: int, sign: float) -> Move:
-    _, start = episode.pose()
+    _, start = episode.rest
     for _ in range(FULL_SCALE_CONTROLS):
         episode.control(index, sign)
     _, last = episode.pose()
@@ -265,32 +284,29 @@ def _rotation(episode: Episode, index: int, sign: float) -> Move:
     )
 
 
-def _gripper(adapter: LiberoAdapter, identity: TaskIdentity) -> Gripper:
-    episode = Episode(adapter, identity)
-    settled = episode.settled_gripper
+def _gripper(episode: Episode) -> Gripper:
+    episode.back()
     closing = np.array([episode.control(6, 1.0) for _ in range(GRIPPER_CONTROLS)])
+    closed = episode.adapter.park()  # fully closed, from rest
     opening = np.array([episode.control(6, -1.0) for _ in range(GRIPPER_CONTROLS)])
     part_way: dict[float, Vec] = {}
-    for sign in (1.0, -1.0):
-        episode = Episode(adapter, identity)
-        if sign < 0:  # from fully closed
-            for _ in range(GRIPPER_CONTROLS):
-                episode.control(6, 1.0)
+    for sign, start in ((1.0, episode.at_rest), (-1.0, closed)):  # -1 from fully closed
+        episode.back(start)
         fingers = [episode.control(6, sign) for _ in range(PART_WAY_CONTROLS)]
         fingers += [episode.control(6, 0.0) for _ in range(HOLD_ZEROS)]
         part_way[sign] = np.array(fingers)
-    return Gripper(settled, closing, opening, part_way)
+    return Gripper(episode.settled_gripper, closing, opening, part_way)
 
 
 def measure(adapter: LiberoAdapter, suite: str, task_index: int) -> Scene:
-    identity = resolve_task(suite, task_index)
+    episode = Episode(adapter, resolve_task(suite, task_index))
+    fresh = _translation(episode, 0, 1.0)
     moves: dict[tuple[int, float], Move] = {}
     for index in range(6):
         for sign in (1.0, -1.0):
-            episode = Episode(adapter, identity)
             measured = _translation if index < 3 else _rotation
-            moves[(index, sign)] = measured(episode, index, sign)
-    return Scene(moves, _gripper(adapter, identity))
+            moves[(index, sign)] = measured(episode.back(), index, sign)
+    return Scene(moves, _gripper(episode), fresh)
 
 
 @pytest.fixture(scope="module")
@@ -327,6 +343,13 @@ def _controls_until_within(fingers: Vec, end: Vec) -> int:
 
 
 # --- the checks -----------------------------------------------------------------------
+
+
+def test_each_measurement_starts_from_a_fresh_episodes_rest(scenes: dict[str, Scene]) -> None:
+    """The same controls from the put-back rest move the hand exactly as from the fresh
+    episode's own rest: the put-back episode is the fresh one, at rest."""
+    for name, scene in scenes.items():
+        assert scene.moves[(0, 1.0)] == scene.fresh, name
 
 
 def test_translation(scenes: dict[str, Scene]) -> None:
