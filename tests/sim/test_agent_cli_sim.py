@@ -12,8 +12,9 @@ one asked for. Each run must have at least 3 accepted decisions and no rejected 
 agent must exit by itself after `closed.json`, no process of its sandbox may survive, the
 stand-in must have seen the real key on every request, the key must appear nowhere in
 the run, the endpoint or the actor's environment, the result's metered tokens must equal
-the stand-in's own sums exactly with the answering model recorded, and `mailroom audit`
-must exit 0.
+the stand-in's own sums exactly with the answering model recorded, `mailroom audit`
+must exit 0, and the run's ATIF export must pass Harbor's validator with the agent's own
+account read from its output and the metered tokens adding up, the key nowhere in it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from agent_cli_support.gemini_standin import GeminiStandIn
 from agent_cli_support.http_standin import Recorded, ScriptedStandIn
 from agent_cli_support.openai_standin import OpenAIStandIn
 from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
+from harbor.utils.trajectory_validator import TrajectoryValidator
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.agent_installation import AGENT_CLI_FOLDER
 from recorded_events import attempt_events
@@ -259,3 +261,45 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
 
     audited = run_cli("audit", str(run_dir))
     assert audited.returncode == 0, audited.stdout + audited.stderr
+    _assert_atif_export(run_dir, attempt, endpoint, answered, cli)
+
+
+def _assert_atif_export(
+    run_dir: Path, attempt: Path, endpoint: Path, answered: str, cli: AgentCli
+) -> None:
+    """The run as an ATIF trajectory, held to Harbor's validator: the agent's own account
+    read by its parser (tool calls with their results, unverified), each response with
+    the model that answered and the metered tokens adding up to the result's; neither
+    the key nor the endpoint's path in it."""
+    exported = run_cli("export", str(run_dir), "--format", "atif", "--json")
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    summary = json.loads(exported.stdout)
+    (entry,) = summary["trajectories"]
+    path = Path(summary["out"]) / entry["file"]
+    validator = TrajectoryValidator()
+    assert validator.validate(path), validator.get_errors()
+    document = json.loads(path.read_text())
+    steps = document["steps"]
+    kinds = [s["extra"]["mailroom"]["kind"] for s in steps]
+    result = json.loads((attempt / "result.json").read_text())
+    assert kinds.count("response") == result["counters"]["policy_calls"]
+    account = [s for s, k in zip(steps, kinds, strict=True) if k == "agent_account"]
+    calls = [s for s in account if "tool_calls" in s]
+    assert len(calls) >= 2 * ACT_DECISIONS, document["extra"]["mailroom"]["agent_account"]
+    assert all(s["extra"]["mailroom"]["verified"] is False for s in account)
+    assert any("resp-1.json" in s["tool_calls"][0]["arguments"]["shown"] for s in calls)
+    responses = [s for s, k in zip(steps, kinds, strict=True) if k == "response"]
+    assert {s.get("model_name") for s in responses} == {answered}
+    usage = result["usage"]
+    metered = [s["metrics"] for s in responses if "metrics" in s]
+    final = document["final_metrics"]
+    assert final["total_completion_tokens"] == usage["output_tokens"]
+    cached_apart = usage["cache_read_tokens"] + usage["cache_write_tokens"]
+    prompt = usage["input_tokens"] + (cached_apart if cli.profile == "claude_code" else 0)
+    assert final["total_prompt_tokens"] == prompt
+    assert sum(m["completion_tokens"] for m in metered) <= usage["output_tokens"]
+    assert document["agent"]["extra"]["mailroom"]["answering_models"][0]["model"] == answered
+    out = Path(summary["out"])
+    assert _files_holding(out, KEY.encode()) == []
+    assert _files_holding(out, str(endpoint).encode()) == []
+    assert _files_holding(out, str(run_dir).encode()) == []
