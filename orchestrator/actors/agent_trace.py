@@ -184,10 +184,14 @@ def mailbox_marks(text: str) -> tuple[tuple[int, ...], bool]:
 
 def as_text(value: Any) -> str:
     """An input or a structured result as text: a string as it is, anything else as
-    indented JSON."""
+    JSON, indented only when it is short (indentation grows with the depth of nesting:
+    a deeply nested line of an actor's would grow a hundredfold)."""
     if isinstance(value, str):
         return value
     try:
+        compact = json.dumps(value, ensure_ascii=False)
+        if len(compact) > MAX_ITEM_CHARS:
+            return compact
         return json.dumps(value, indent=1, ensure_ascii=False)
     except (ValueError, TypeError, RecursionError):
         return "[not shown: cannot be written as text]"

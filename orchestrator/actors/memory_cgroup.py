@@ -272,10 +272,6 @@ class EpisodeCgroup:
             self._peak_bytes = int(_read(self.path / name))
         return self._peak_bytes
 
-    def current_bytes(self) -> int | None:
-        """The memory the cgroup holds now (None once removed, or where unreadable)."""
-        return None if self.removed else _held_now(self.hierarchy.version, self.path)
-
     def processes(self) -> list[int]:
         with contextlib.suppress(OSError):
             return [int(p) for p in _read(self.path / "cgroup.procs").split()]
@@ -444,17 +440,10 @@ def _held_now(version: CgroupVersion, path: Path) -> int | None:
         return None
 
 
-@dataclass(frozen=True)
-class HeldMemory:
-    """What one live actor's cgroup holds now, and the most it held."""
-
-    current_bytes: int
-    peak_bytes: int | None
-
-
-def live_actor_memory() -> list[HeldMemory] | None:
-    """What each episode cgroup this process made holds now (its live actors'); None
-    where this process makes none (no ceiling enforced here, or none verified yet)."""
+def live_actor_memory() -> list[int] | None:
+    """What each episode cgroup this process made holds now, in bytes (its live
+    actors'); None where this process makes none (no ceiling enforced here, or none
+    verified yet)."""
     with _LOCK:
         found = [
             e.hierarchy
@@ -464,18 +453,12 @@ def live_actor_memory() -> list[HeldMemory] | None:
     if not found:
         return None
     hierarchy = found[0]
-    held: list[HeldMemory] = []
+    held: list[int] = []
     with contextlib.suppress(OSError):
         for entry in hierarchy.parent.glob(f"{EPISODE_PREFIX}{os.getpid()}-*"):
             current = _held_now(hierarchy.version, entry)
-            if current is None:
-                continue  # removed meanwhile
-            peak_name = "memory.max_usage_in_bytes" if hierarchy.version == "v1" else "memory.peak"
-            try:
-                peak: int | None = int(_read(entry / peak_name))
-            except (OSError, ValueError):
-                peak = None
-            held.append(HeldMemory(current, peak))
+            if current is not None:  # else removed meanwhile
+                held.append(current)
     return held
 
 

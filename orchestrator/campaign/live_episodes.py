@@ -423,6 +423,7 @@ class LiveEpisodes:
         )
         episode = LiveEpisode(item, steps, simulator, task_key(item.case))
         self.live.append(episode)
+        self._actors_read = None  # its actor's cgroup is read anew before another start
         self.starting = episode
         # The simulators before a build: a parked episode's start builds on the starter
         # thread, a dedicated one's was built already.

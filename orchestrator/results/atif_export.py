@@ -162,13 +162,14 @@ class AtifExportSummary:
 # paths of this machine --------------------------------------------------------------------
 
 
-def _machine_paths(run: RunDirectory, paths: AttemptPaths) -> list[tuple[str, str]]:
-    """The absolute paths of this machine a trajectory's texts may name, longest first,
-    each with its placeholder."""
+def _machine_paths(run: RunDirectory, paths: AttemptPaths | None) -> list[tuple[str, str]]:
+    """The absolute paths of this machine a trajectory's texts may name (an attempt's
+    endpoint with `paths`), longest first, each with its placeholder."""
     found: dict[str, str] = {}
     try:
-        endpoint = json.loads(paths.endpoint_mapping.read_bytes()).get("endpoint")
-    except (OSError, ValueError, AttributeError):
+        mapping = json.loads(paths.endpoint_mapping.read_bytes()) if paths else None
+        endpoint = mapping.get("endpoint") if isinstance(mapping, dict) else None
+    except (OSError, ValueError):
         endpoint = None
     if isinstance(endpoint, str) and endpoint.startswith("/") and len(endpoint) > 1:
         found[endpoint.rstrip("/")] = "<endpoint>"
@@ -182,11 +183,12 @@ def _machine_paths(run: RunDirectory, paths: AttemptPaths) -> list[tuple[str, st
 
 
 def _without_paths(value: Any, paths: Sequence[tuple[str, str]]) -> Any:
-    """`value` with every machine path in its texts (keys too) replaced."""
+    """`value` with every machine path in its texts (keys too) replaced, and any lone
+    surrogate (JSON may encode one) replaced so that the file is UTF-8."""
     if isinstance(value, str):
         for path, placeholder in paths:
             value = value.replace(path, placeholder)
-        return value
+        return value.encode("utf-8", errors="replace").decode("utf-8")
     if isinstance(value, dict):
         return {_without_paths(k, paths): _without_paths(v, paths) for k, v in value.items()}
     if isinstance(value, list):
@@ -210,8 +212,11 @@ def _launch_message(paths: AttemptPaths) -> tuple[str, str | None] | None:
         document = json.loads(paths.launch_message.read_bytes())
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise EvidenceError(f"{paths.relative(paths.launch_message)}: {exc}") from exc
+    except OSError as exc:
+        name = paths.relative(paths.launch_message)
+        raise EvidenceError(f"{name}: unreadable: {exc.strerror or type(exc).__name__}") from exc
+    except ValueError as exc:
+        raise EvidenceError(f"{paths.relative(paths.launch_message)}: not JSON") from exc
     text = document.get("instructions") if isinstance(document, dict) else None
     if not isinstance(text, str):
         raise EvidenceError(f"{paths.relative(paths.launch_message)} holds no instructions")
@@ -237,7 +242,13 @@ def _mailroom(kind: str, **fields: Any) -> dict[str, Any]:
 
 
 def _at(seconds: float | None) -> str | None:
-    return None if seconds is None else utc_timestamp(seconds)
+    """An event's time as ATIF writes one (None: not a time this machine can write)."""
+    if seconds is None:
+        return None
+    try:
+        return utc_timestamp(seconds)
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _metrics(lines: Sequence[RequestLine], provider: str) -> Metrics | None:
@@ -292,16 +303,13 @@ def _account_step(step: AccountStep, number: int) -> Step:
         omitted_characters=_omitted(text=step.text, call=step.call, output=step.output),
     )
     text = step.text.text if step.text is not None else ""
-    if step.kind == "text":
-        return Step(step_id=number, source="agent", message=text, extra=extra)
+    # Every step of the account is the agent's (what it says it was handed, its errors
+    # and notes too): an ATIF reader that ignores `extra` must never take one of them
+    # for the evaluator's system or user steps.
     if step.kind == "thinking":
         return Step(step_id=number, source="agent", message="", reasoning_content=text, extra=extra)
-    if step.kind == "input":
-        return Step(step_id=number, source="user", message=text, extra=extra)
-    if step.kind == "result":
+    if step.kind != "tool":
         return Step(step_id=number, source="agent", message=text, extra=extra)
-    if step.kind in ("error", "note"):
-        return Step(step_id=number, source="system", message=text, extra=extra)
     call_id = f"account-{number}"
     extra["mailroom"].update(
         {
@@ -356,6 +364,10 @@ class _Steps:
             self.account += 1
 
 
+class _CannotWrite(Exception):
+    """The export's own folder cannot be written (not the attempt's fault)."""
+
+
 @dataclass
 class _Images:
     """The delivered images copied beside the trajectory."""
@@ -370,8 +382,11 @@ class _Images:
         if data is None:
             return None
         name = evidence.paths.observation_image(observation.sequence, camera).name
-        (self.folder / IMAGES_DIR).mkdir(exist_ok=True)
-        (self.folder / IMAGES_DIR / name).write_bytes(data)
+        try:
+            (self.folder / IMAGES_DIR).mkdir(exist_ok=True)
+            (self.folder / IMAGES_DIR / name).write_bytes(data)
+        except OSError as exc:
+            raise _CannotWrite(exc) from exc
         self.copied += 1
         return ContentPart(
             type="image", source=ImageSource(media_type="image/png", path=f"{IMAGES_DIR}/{name}")
@@ -437,7 +452,9 @@ def _response_step(
         model_name=_answering_model(lines),
         message=message,
         metrics=metrics,
-        llm_call_count=len(lines) if provider is not None else None,
+        llm_call_count=sum(ln.outcome != "refused" for ln in lines)
+        if provider is not None
+        else None,
         extra=_mailroom(
             "response",
             sequence=decision.sequence,
@@ -456,9 +473,12 @@ def _response_step(
 
 
 def _agent(manifest: dict[str, Any], result: EpisodeResult) -> Agent:
-    profile = manifest.get("profile", {})
-    declaration = profile.get("declaration", {}) if isinstance(profile, dict) else {}
-    declared = declaration.get("declared_models", []) if isinstance(declaration, dict) else []
+    profile = manifest.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
+    declaration = profile.get("declaration")
+    declaration = declaration if isinstance(declaration, dict) else {}
+    declared = declaration.get("declared_models")
+    declared = declared if isinstance(declared, list) else []
     declared_actor = next(
         (m.get("identity") for m in declared if isinstance(m, dict) and m.get("role") == "actor"),
         None,
@@ -656,10 +676,17 @@ def export_atif(
     latest: dict[str, int] = {}
     for record in run.attempts():
         latest[record.case_id] = max(latest.get(record.case_id, 0), record.attempt)
-    out = out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR / DEFAULT_ATIF_DIR
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = (
+        out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR / DEFAULT_ATIF_DIR
+    ).absolute()
+    if not out.name:
+        raise ExportError(f"{out} is no folder to write trajectories into: name another --out")
     temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
-    temporary.mkdir()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        temporary.mkdir()
+    except OSError as exc:
+        raise ExportError(f"cannot write beside {out}: {exc.strerror or exc}") from exc
     exported: list[ExportedTrajectory] = []
     skipped: list[Skipped] = []
     try:
@@ -679,6 +706,10 @@ def export_atif(
             except EvidenceError as exc:
                 shutil.rmtree(folder)
                 skipped.append(Skipped(where, str(exc)))
+                continue
+            except OSError as exc:  # its evidence cannot be read (not the export's folder)
+                shutil.rmtree(folder)
+                skipped.append(Skipped(where, f"unreadable: {exc.strerror or exc}"))
                 continue
             document = _without_paths(trajectory.document(), _machine_paths(run, evidence.paths))
             (folder / TRAJECTORY_FILE).write_text(
@@ -703,10 +734,11 @@ def export_atif(
             ],
             "skipped": [{"file": s.file, "reason": s.reason} for s in skipped],
         }
+        index = _without_paths(index, _machine_paths(run, None))
         (temporary / INDEX_FILE).write_text(
             json.dumps(index, indent=2, ensure_ascii=False) + "\n", "utf-8"
         )
-    except OSError as exc:
+    except (OSError, _CannotWrite) as exc:
         shutil.rmtree(temporary, ignore_errors=True)
         raise ExportError(f"cannot write the trajectories beside {out}: {exc}") from exc
     except BaseException:

@@ -36,7 +36,8 @@ class ContentPart(_Atif):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ContentPart:
-        if (self.type == "text") != (self.text is not None and self.source is None):
+        holds = (self.text is not None, self.source is not None)
+        if holds != ((True, False) if self.type == "text" else (False, True)):
             raise ValueError("a text part holds text only, an image part a source only")
         return self
 

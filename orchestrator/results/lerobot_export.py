@@ -500,8 +500,15 @@ def export_lerobot(run_dir: Path, out_dir: Path | None = None) -> LeRobotExportS
     proprio = bool(manifest["settings"]["proprio"])
     keeps_images = manifest.get("record") == "full"
     run_cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
-    out = out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR / DEFAULT_DATASET_DIR
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = (
+        out_dir if out_dir is not None else run_dir / DEFAULT_EXPORT_DIR / DEFAULT_DATASET_DIR
+    ).absolute()
+    if not out.name:
+        raise ExportError(f"{out} is no folder to write a dataset into: name another --out")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot write beside {out}: {exc.strerror or exc}") from exc
     skipped: list[Skipped] = []
     ordered = []
     for record in run.attempts():
@@ -513,7 +520,10 @@ def export_lerobot(run_dir: Path, out_dir: Path | None = None) -> LeRobotExportS
     last = {record.case_id: record.attempt for _, _, record in ordered}
 
     temporary = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
-    temporary.mkdir()
+    try:
+        temporary.mkdir()
+    except OSError as exc:
+        raise ExportError(f"cannot write beside {out}: {exc.strerror or exc}") from exc
     writer = _DatasetWriter(temporary, action=loaded.action, proprio=proprio)
     try:
         for _, _, record in ordered:

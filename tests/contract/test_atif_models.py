@@ -75,6 +75,10 @@ def _broken(change: str) -> dict[str, Any]:
         steps[3]["llm_call_count"] = 0
     elif change == "an agent without a version":
         del document["agent"]["version"]
+    elif change == "an image part without its source":
+        del steps[1]["message"][1]["source"]
+    elif change == "an image part with text":
+        steps[1]["message"][1]["text"] = "a caption"
     return document
 
 
@@ -89,6 +93,8 @@ BROKEN = (
     "a source ATIF does not have",
     "metrics on a step of no model call",
     "an agent without a version",
+    "an image part without its source",
+    "an image part with text",
 )
 
 

@@ -58,9 +58,7 @@ def test_a_live_actors_memory_is_read_from_its_cgroup_and_its_peak_learned() -> 
         assert child.stdout is not None and child.stdout.readline() == b"held\n"
         held = live_actor_memory()
         assert held is not None and len(held) == len(before) + 1
-        mine = max(held, key=lambda h: h.current_bytes)
-        assert mine.current_bytes >= HOLD_MB * MB
-        assert mine.peak_bytes is not None and mine.peak_bytes >= mine.current_bytes
+        assert max(held) >= HOLD_MB * MB
         assert ended_actor_peaks() == []  # nothing ended yet
     finally:
         child.kill()

@@ -181,6 +181,8 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
         # The agent's account: placed at its policy call, unverified, its words data.
         account = [s for s in steps if _kind(s) == "agent_account"]
         assert account and all(s["extra"]["mailroom"]["verified"] is False for s in account)
+        # Never the evaluator's: what the agent says of a system event stays its own.
+        assert {s["source"] for s in account} == {"agent"}
         calls = [s for s in account if "tool_calls" in s]
         assert len(calls) == 2 * len(observations)
         for call in calls:
@@ -237,6 +239,7 @@ def test_one_attempt_and_what_is_refused_or_skipped(
     again = _export(run_dir, env, "--attempt", FIRST, "--out", str(tmp_path / "one"))
     assert again.returncode == 0, again.stderr  # its own export is replaced
 
+    assert_usage_error(_export(run_dir, env, "--out", "/"), "is no folder")
     unknown = _export(run_dir, env, "--attempt", "no-such-attempt")
     assert_usage_error(unknown, "no attempt 'no-such-attempt'")
     foreign = tmp_path / "foreign"

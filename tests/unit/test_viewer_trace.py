@@ -500,3 +500,14 @@ def test_gemini_answer_pieces_past_the_limit_are_counted_not_kept() -> None:
     (answer,) = trace.steps
     assert answer.text is not None and len(answer.text.text) == MAX_ITEM_CHARS
     assert answer.text.omitted == 9000 - MAX_ITEM_CHARS
+
+
+def test_a_deeply_nested_input_is_shown_without_indentation_growing_with_depth() -> None:
+    # Indented JSON grows with the square of the depth: 300 levels would be a hundred
+    # times the line an actor wrote. Past what is shown, the compact form is used.
+    deep: object = "x" * 5000
+    for _ in range(300):
+        deep = [deep]
+    compact = json.dumps(deep)
+    assert trace_module.as_text(deep) == compact
+    assert trace_module.as_text({"command": ["ls"]}) == json.dumps({"command": ["ls"]}, indent=1)

@@ -24,11 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from mailroom.orchestrator.actors.limits import ActorLimits
-from mailroom.orchestrator.actors.memory_cgroup import (
-    HeldMemory,
-    ended_actor_peaks,
-    live_actor_memory,
-)
+from mailroom.orchestrator.actors.memory_cgroup import ended_actor_peaks, live_actor_memory
 
 MB = 1 << 20
 # A small actor's share (the diagnostic actor peaks at ~15 MB of its cgroup here).
@@ -96,8 +92,8 @@ class ActorShare:
         """Read the live actors' cgroups, learning from those that ended since."""
         self.learn(ended_actor_peaks())
         expected, why = self.expected()
-        held: list[HeldMemory] | None = live_actor_memory()
+        held = live_actor_memory()
         if held is None:
             return ActorsNow((), expected, why, read=False, known=self.known)
-        mb = tuple(h.current_bytes / MB for h in held)
+        mb = tuple(b / MB for b in held)
         return ActorsNow(mb, expected, why, read=True, known=self.known)

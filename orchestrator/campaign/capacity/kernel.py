@@ -14,9 +14,10 @@ before it runs; a profile that declares `limits.processes` caps it (the sandbox'
 user may have no more processes and threads), and that cap is what each live actor is
 counted as against the machine's pids and threads (`Launch.actor_tasks`). A profile
 that declares none is counted as its one process: a launch that fits can then still
-meet a limit through its actors. A sandboxed actor runs as a user of its own, so only
-its first process is counted against this user's RLIMIT_NPROC. The check runs for the
-local executor only (a Ray worker's node has limits of its own).
+meet a limit through its actors. This user's RLIMIT_NPROC is checked only when it is
+not root, where a sandbox has no user of its own and its actor's tasks are this user's:
+it counts them the same. The check runs for the local executor only (a Ray worker's
+node has limits of its own).
 """
 
 from __future__ import annotations
@@ -127,11 +128,15 @@ def check(launch: Launch, limits: KernelLimits) -> list[Demand]:
     """Every resource's demand against its limit, in the order they are worded."""
     workers, per_worker, live = launch.active_workers, launch.live_per_worker, launch.live
     fds = FDS_PER_EPISODE + (VIDEO_FDS_PER_EPISODE if launch.record_full else 0)
-    # Threads and processes of one worker and its episodes, each a pid of the machine;
-    # of this user's, an episode's own and its actor's first process.
-    own_per_episode = THREADS_PER_EPISODE + PROCESSES_PER_EPISODE
-    machine_per_episode = THREADS_PER_EPISODE + BWRAP_PROCESSES_PER_EPISODE + launch.actor_tasks
+    # Threads and processes of one worker and its episodes (its actor's as declared),
+    # each a pid of the machine.
+    per_episode = THREADS_PER_EPISODE + BWRAP_PROCESSES_PER_EPISODE + launch.actor_tasks
     base_tasks = workers * (1 + WORKER_BASE_THREADS)
+    remedy_actor = (
+        ", or declare a lower limits.processes for the actor"
+        if launch.actor_tasks > ACTOR_PROCESSES_PER_EPISODE
+        else ""
+    )
     worker_limit = limits.open_files_hard or limits.open_files
     demands = [
         Demand(
@@ -169,17 +174,15 @@ def check(launch: Launch, limits: KernelLimits) -> list[Demand]:
                 "raise it (sysctl fs.inotify.max_user_watches=N), or --watch-mode polling",
             ),
         ]
-    for name, limit_name, limit, used, per_episode in (
+    for name, limit_name, limit, used in (
         ("pids (threads and processes) of the machine", "kernel.pid_max",
-         limits.pid_max, limits.machine_threads, machine_per_episode),
+         limits.pid_max, limits.machine_threads),
         ("threads of the machine", "kernel.threads-max",
-         limits.threads_max, limits.machine_threads, machine_per_episode),
+         limits.threads_max, limits.machine_threads),
         ("processes and threads of this user", "RLIMIT_NPROC (ulimit -u)",
-         limits.user_processes, limits.user_processes_used, own_per_episode),
+         limits.user_processes, limits.user_processes_used),
     ):  # fmt: skip
-        remedy = f"raise {limit_name.split(' ')[0]}"
-        if per_episode == machine_per_episode and launch.actor_tasks > ACTOR_PROCESSES_PER_EPISODE:
-            remedy += ", or declare a lower limits.processes for the actor"
+        remedy = f"raise {limit_name.split(' ')[0]}{remedy_actor}"
         demands.append(
             Demand(
                 name,
