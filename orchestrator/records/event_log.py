@@ -80,6 +80,14 @@ def read_log(path: Path, *, kinds: Collection[str] | None = None) -> Log:
     return Log(tuple(numbered), tuple(unreadable))
 
 
+def event_sequence(record: dict[str, Any]) -> int | None:
+    """The policy call an event names (its `sequence`, from 1), None if it names none."""
+    value = record.get("sequence")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value
+
+
 def logged_disclosure(path: Path) -> bool:
     """Whether the event log at `path` names a disclosing event: an observation of its
     attempt may have reached its actor (the first publication is announced before it

@@ -545,7 +545,7 @@ def _final_metrics(result: EpisodeResult, lines: Sequence[RequestLine], steps: i
 
 
 def _trajectory(
-    run: RunDirectory,
+    identity: dict[str, Any],
     manifest: dict[str, Any],
     evidence: AttemptEvidence,
     *,
@@ -611,7 +611,7 @@ def _trajectory(
     extra = {
         "mailroom": {
             "format": ATIF_EXPORT_FORMAT,
-            "run": run_identity(run, manifest),
+            "run": identity,
             "attempt_id": result.attempt_id,
             "case_id": result.case_id,
             "superseded": superseded,
@@ -673,6 +673,7 @@ def export_atif(
     keeps_images = manifest.get("record") == "full"
     cameras = tuple(str(c) for c in manifest["protocol"]["cameras"])
     records: list[AttemptRecord] = selected_attempts(run, attempt_ids)
+    identity = run_identity(run, manifest)
     latest: dict[str, int] = {}
     for record in run.attempts():
         latest[record.case_id] = max(latest.get(record.case_id, 0), record.attempt)
@@ -697,7 +698,7 @@ def export_atif(
             try:
                 evidence = read_evidence(record, cameras, keeps_images, loaded.action)
                 trajectory, steps, images = _trajectory(
-                    run,
+                    identity,
                     manifest,
                     evidence,
                     superseded=record.attempt != latest[record.case_id],
@@ -728,7 +729,7 @@ def export_atif(
         index = {
             "format": ATIF_EXPORT_FORMAT,
             "schema_version": ATIF_VERSION,
-            "run": run_identity(run, manifest),
+            "run": identity,
             "trajectories": [
                 {"attempt_id": t.attempt_id, "file": t.file, "steps": t.steps} for t in exported
             ],

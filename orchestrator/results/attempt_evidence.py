@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from mailroom.hashing import sha256_bytes
-from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.event_log import event_sequence, read_log
 from mailroom.orchestrator.records.layout import AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import (
@@ -73,13 +73,6 @@ class AttemptEvidence:
     decisions: list[JudgedDecision]
     actions: npt.NDArray[np.float32]  # (controls, len(action_layout))
     states: npt.NDArray[np.float32] | None  # (controls, len(STATE_LAYOUT))
-
-
-def _sequence(record: dict[str, Any]) -> int | None:
-    value = record.get("sequence")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return None
-    return value
 
 
 def _controls_before(executed: dict[int, int], sequence: int) -> int:
@@ -199,7 +192,7 @@ def read_evidence(
     prefixes: dict[int, list[list[float]]] = {}
     served: dict[int, float | None] = {}
     for event in log.records:
-        kind, sequence = event.get("event"), _sequence(event)
+        kind, sequence = event.get("event"), event_sequence(event)
         if sequence is None:
             continue
         if kind == "observation_published":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mailroom.orchestrator.records.event_log import read_log
+from mailroom.orchestrator.records.event_log import event_sequence, read_log
 from mailroom.orchestrator.records.layout import RESULT_FILE, AttemptPaths
 from mailroom.orchestrator.records.result import EpisodeResult
 from mailroom.orchestrator.records.run_directory import AttemptRecord, CorruptResult
@@ -93,11 +93,6 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _sequence(record: dict[str, Any]) -> int | None:
-    value = record.get("sequence")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def _vectors(value: Any) -> list[list[float]]:
     if not isinstance(value, list):
         return []
@@ -155,7 +150,7 @@ def read_timeline(record: AttemptRecord, shape: RunShape) -> AttemptTimeline:
         return by_sequence.setdefault(sequence, Decision(sequence))
 
     for event in events:
-        kind, sequence = event.get("event"), _sequence(event)
+        kind, sequence = event.get("event"), event_sequence(event)
         if sequence is None:
             continue
         if kind == "observation_published":

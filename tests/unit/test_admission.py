@@ -110,7 +110,7 @@ def test_bad_memory_sizes_are_refused(text: str) -> None:
 
 
 def _actors(held: tuple[float, ...], expected: float, known: bool = True) -> ActorsNow:
-    return ActorsNow(held, expected, "given", read=True, known=known)
+    return ActorsNow(held, expected, "given", known=known)
 
 
 def test_live_actors_are_reserved_what_they_do_not_hold_yet() -> None:

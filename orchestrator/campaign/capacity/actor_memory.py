@@ -41,7 +41,6 @@ class ActorsNow:
     held_mb: tuple[float, ...]  # one per live actor with a cgroup
     expected_mb: float
     expected_why: str
-    read: bool  # whether cgroups were read (False: none made here)
     known: bool = True  # the share was declared or learned (not the default guess)
 
     @property
@@ -94,6 +93,6 @@ class ActorShare:
         expected, why = self.expected()
         held = live_actor_memory()
         if held is None:
-            return ActorsNow((), expected, why, read=False, known=self.known)
+            return ActorsNow((), expected, why, known=self.known)
         mb = tuple(b / MB for b in held)
-        return ActorsNow(mb, expected, why, read=True, known=self.known)
+        return ActorsNow(mb, expected, why, known=self.known)
