@@ -5,8 +5,7 @@ with its own `mailroom_slot`s, both on this machine (Ray's own cluster utilities
   hashes, steps, outcomes and evidence files of the local executor's run, in the
   driver's run directory.
 - A Ray worker killed mid-episode: its live attempt is recorded `worker_lost` from the
-  events the driver holds; its other work runs on the surviving worker (four released
-  states of one task, so that the survivor takes it on the scene it already built).
+  events the driver holds; its other work runs on the surviving worker.
 - A killed driver takes its workers with it; `mailroom resume` with a new driver
   records the attempts its actors had seen as interrupted and finishes the run.
 """
@@ -44,12 +43,6 @@ CASES = [
     for suite in ("libero_spatial", "libero_goal")
     for state in (0, 1)
 ]
-# Four episodes of one task: the two workers each get two; the work a killed worker had
-# not started runs on the survivor's simulator of that same task.
-ONE_TASK = [
-    Case(suite="libero_goal", task_index=0, init_state_index=state, seed=20260907)
-    for state in range(4)
-]
 # Names that differ between any two runs (random tokens, times, paths).
 VOLATILE_FILES = {"endpoint.json", "launch_message.json", "events.jsonl", "result.json"}
 
@@ -85,7 +78,6 @@ def _config(
     *,
     think_s: float,
     record: RecordMode,
-    cases: list[Case] = CASES,
     max_policy_calls: int = 3,
 ) -> LaunchConfig:
     actor = sandboxed_actor(
@@ -96,14 +88,14 @@ def _config(
     )
     # The manifest and plan a launch writes first (an interrupted attempt's record
     # reads them).
-    plan = _plan_of(cases)
+    plan = _plan_of(CASES)
     run = RunDirectory(run_dir)
     run.write_manifest(
         actor.manifest(
             settings,
             plan_sha256=plan.plan_sha256,
             plan_kind=plan.kind,
-            n_cases=len(cases),
+            n_cases=len(CASES),
             record=record,
             workers=2,
         )
@@ -210,8 +202,8 @@ def test_a_killed_ray_worker_loses_only_its_live_attempt(
             ready.append(payload[0])
 
     outcome = RayExecutor(cluster).run(
-        _config(run_dir, module_mailbox_root, think_s=3.0, record="minimal", cases=ONE_TASK),
-        [Work(case, 1) for case in ONE_TASK],
+        _config(run_dir, module_mailbox_root, think_s=3.0, record="minimal"),
+        [Work(case, 1) for case in CASES],
         2,
         listen,
     )
@@ -222,7 +214,7 @@ def test_a_killed_ray_worker_loses_only_its_live_attempt(
     results = {
         p.parent.name: json.loads(p.read_text()) for p in run_dir.glob("episodes/*/result.json")
     }
-    assert sorted(results) == sorted(c.attempt_id(1) for c in ONE_TASK)  # none re-run
+    assert sorted(results) == sorted(c.attempt_id(1) for c in CASES)  # none re-run
     lost = results.pop(killed[0])
     assert lost["outcome"] == "error" and lost["errors"][0]["code"] == "worker_lost"
     # The driver held the lost attempt's event lines as the worker wrote them (its
@@ -293,9 +285,8 @@ def test_a_killed_driver_is_resumed_by_a_new_one_and_nothing_is_lost(
 
 
 def _launch(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    plan = tmp_path / "plan.json"  # written once, by the first launch
     command = launch_command(
-        plan if plan.exists() else cli_plan(plan, "fast", "--task-ids", "0"),
+        cli_plan(tmp_path / "plan.json", "fast", "--task-ids", "0"),
         tmp_path / "run",
         tmp_path / "mb",
         f"python3 {DIAGNOSTIC_ACTOR} {{endpoint}}",
