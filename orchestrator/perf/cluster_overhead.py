@@ -49,9 +49,8 @@ def cluster_comparison(
     workdir: Path,
     mailbox_root: Path,
 ) -> dict[str, Any]:
-    import ray
-    from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
-    from ray.cluster_utils import Cluster
+    from mailroom.orchestrator.cluster.executor import RayExecutor
+    from mailroom.orchestrator.cluster.local_cluster import local_cluster
 
     cases = cases_over_tasks(episodes)
     common: dict[str, Any] = {
@@ -63,22 +62,13 @@ def cluster_comparison(
         "k": k,
     }
     local = throughput_run(**common, run_dir=workdir / "local", mailbox_root=mailbox_root / "local")
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 1}}
-    )
-    try:
-        for _ in range(workers - 1):
-            cluster.add_node(num_cpus=1, resources={SLOT_RESOURCE: 1})
-        cluster.wait_for_nodes()
+    with local_cluster(workers, 1) as cluster:
         on_ray = throughput_run(
             **common,
             run_dir=workdir / "ray",
             mailbox_root=mailbox_root / "ray",
             executor=RayExecutor(str(cluster.address)),
         )
-    finally:
-        ray.shutdown()
-        cluster.shutdown()  # type: ignore[no-untyped-call]
     extra_s = on_ray["wall_s"] - local["wall_s"]
     return {
         "episodes": len(cases),

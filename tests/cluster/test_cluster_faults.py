@@ -30,6 +30,7 @@ from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, WorkOutcome
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.run_directory import RunDirectory
@@ -55,16 +56,8 @@ EVENT_S = 180.0
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A head node and one more node process, each with 2 slots and 1 CPU (one worker)."""
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 2}},
-    )
-    try:
-        made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 2})
-        made.wait_for_nodes()
+    with local_cluster(2, 2) as made:
         yield made
-    finally:
-        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 def _shorter_ack_wait(seconds: float) -> Callable[[], None]:

@@ -23,7 +23,8 @@ from mailroom.orchestrator.actors.launcher import ProviderAccess, process_launch
 from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work
 from mailroom.orchestrator.catalog.cases import Case
-from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+from mailroom.orchestrator.cluster.executor import RayExecutor
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.sim.fake import FakeSimulator
@@ -52,16 +53,10 @@ def cluster() -> Iterator[Cluster]:
     kept = {
         n: os.environ.pop(n) for n in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL") if n in os.environ
     }
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 2}},
-    )
     try:
-        made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 2})
-        made.wait_for_nodes()
-        yield made
+        with local_cluster(2, 2) as made:
+            yield made
     finally:
-        made.shutdown()  # type: ignore[no-untyped-call]
         os.environ.update(kept)
 
 

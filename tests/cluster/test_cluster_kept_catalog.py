@@ -25,7 +25,8 @@ from mailroom.benchmarks.libero_para.family import LIBERO_PARA
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
 from mailroom.orchestrator.campaign.manifest import build_manifest
-from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+from mailroom.orchestrator.cluster.executor import RayExecutor
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.kept import keep_run_catalog, pin_run_catalog
 from mailroom.orchestrator.families.plans import build_plan
@@ -42,18 +43,8 @@ def cluster() -> Iterator[Cluster]:
     """A head node and one more node process, each with 2 slots and 1 CPU (one worker),
     started before any test declares a LIBERO-Para copy."""
     assert LIBERO_PARA.source.declared is None
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 2}},
-    )
-    try:
-        made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 2})
-        made.wait_for_nodes()
-        ray.init(address=made.address, log_to_driver=False)
+    with local_cluster(2, 2, connect=True) as made:
         yield made
-    finally:
-        ray.shutdown()
-        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 @pytest.fixture

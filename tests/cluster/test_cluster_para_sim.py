@@ -24,12 +24,11 @@ from mailroom.benchmarks.libero_para.local_copy import (
     parse_para_catalog,
     read_para_copy,
 )
-from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from para_copy import make_para_copy
 from recorded_events import run_events
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 DIAGNOSTIC = "agents/scripted_diagnostic/actor.py"
 
@@ -38,16 +37,8 @@ DIAGNOSTIC = "agents/scripted_diagnostic/actor.py"
 def cluster() -> Iterator[str]:
     """A head node and one more node process, each with 1 slot and 1 CPU."""
     assert PARA_DIR_VARIABLE not in os.environ
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 1}},
-    )
-    try:
-        made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 1})
-        made.wait_for_nodes()
+    with local_cluster(2, 1) as made:
         yield str(made.address)
-    finally:
-        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 def test_a_para_plan_on_ray_delivers_each_paraphrase_on_its_goal_scene(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -29,6 +30,7 @@ from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, run_w
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.catalog.plans import Plan, content_sha256, render_plan
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RecordMode, RunSettings
 from mailroom.orchestrator.families.plans import build_plan
@@ -36,7 +38,6 @@ from mailroom.orchestrator.records.run_directory import RunDirectory
 from recorded_events import attempt_events, run_events
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 CASES = [
     Case(suite=suite, task_index=0, init_state_index=state, seed=20260907)
@@ -50,18 +51,8 @@ VOLATILE_FILES = {"endpoint.json", "launch_message.json", "events.jsonl", "resul
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """A head node and one more node process, each with 2 slots and 1 CPU."""
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 2}},
-    )
-    made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 2})
-    made.wait_for_nodes()
-    ray.init(address=made.address, log_to_driver=False)
-    try:
+    with local_cluster(2, 2, connect=True) as made:
         yield str(made.address)
-    finally:
-        ray.shutdown()
-        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 def _plan_of(cases: list[Case]) -> Plan:
@@ -184,15 +175,30 @@ def test_a_killed_ray_worker_loses_only_its_live_attempt(
     cluster: str, tmp_path: Path, module_mailbox_root: Path
 ) -> None:
     run_dir = tmp_path / "run"
+    kept = tmp_path / "staged"
     ready: list[WorkerPlace] = []
     killed: list[str] = []
 
     def kill_worker_0_mid_episode() -> None:
         victim = _wait_for(lambda: [p for p in ready if p.index == 0], 300, "no worker 0")[0]
         staged = Path(victim.staging) / "run" / "episodes"
-        shown = _wait_for(lambda: _shown(staged), 300, "worker 0 showed nothing")
-        killed.append(shown[0].name)
+        # Killed once the driver holds the line saying so too: the worker mirrors its
+        # lines in batches, so a kill right after it wrote one may leave it unsent.
+        shown = _wait_for(
+            lambda: [
+                d
+                for d in _shown(staged)
+                if d.name in {h.name for h in _shown(run_dir / "episodes")}
+            ],
+            300,
+            "worker 0 showed nothing the driver holds",
+        )
         os.kill(victim.pid, signal.SIGKILL)
+        _wait_for(lambda: not Path(f"/proc/{victim.pid}").exists(), 60, "worker 0 lived on")
+        # What it wrote, as it was when it died: a worker of another run on this machine
+        # sweeps a dead worker's staging folder when it starts.
+        shutil.copytree(shown[0], kept / shown[0].name, symlinks=True)
+        killed.append(shown[0].name)
 
     killer = threading.Thread(target=kill_worker_0_mid_episode, daemon=True)
     killer.start()
@@ -217,10 +223,9 @@ def test_a_killed_ray_worker_loses_only_its_live_attempt(
     assert sorted(results) == sorted(c.attempt_id(1) for c in CASES)  # none re-run
     lost = results.pop(killed[0])
     assert lost["outcome"] == "error" and lost["errors"][0]["code"] == "worker_lost"
-    # The driver held the lost attempt's event lines as the worker wrote them (its
-    # staging copy is left on the node until the next worker there sweeps it), and its
+    # The driver held the lost attempt's event lines as the worker wrote them, and its
     # counters agree with what was published to the endpoint and claimed from it.
-    staged = Path(next(p.staging for p in ready if p.index == 0)) / "run" / "episodes"
+    staged = kept
     held = (run_dir / "episodes" / killed[0] / "events.jsonl").read_text().splitlines()
     written = (staged / killed[0] / "events.jsonl").read_text().splitlines()
     assert held == written[: len(held)] and '"observation_published"' in "".join(held)

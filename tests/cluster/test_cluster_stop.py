@@ -26,7 +26,8 @@ from campaign_builders import campaign_request, diagnostic_actor
 from conftest import sandbox_processes_left
 from mailroom.orchestrator.campaign.coordinator import WorkOutcome
 from mailroom.orchestrator.campaign.launch import CampaignRequest, run_campaign
-from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
+from mailroom.orchestrator.cluster.executor import RayExecutor
+from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.cluster.worker import WorkerPlace
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.plans import build_plan
@@ -46,18 +47,8 @@ GONE_WITHIN_S = 15.0
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     """A head node and one more node process, each with 1 slot and 1 CPU (one worker)."""
-    made = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "resources": {SLOT_RESOURCE: 1}},
-    )
-    try:
-        made.add_node(num_cpus=1, resources={SLOT_RESOURCE: 1})
-        made.wait_for_nodes()
-        ray.init(address=made.address, log_to_driver=False)
+    with local_cluster(2, 1, connect=True) as made:
         yield made
-    finally:
-        ray.shutdown()
-        made.shutdown()  # type: ignore[no-untyped-call]
 
 
 def _request(run_dir: Path, mailbox_root: Path, address: str) -> CampaignRequest:
