@@ -150,6 +150,30 @@ COSTLIEST_FILES = (
 COST_ORDER = ("sim", "cluster", "stress", "browser", "sandbox", "integration", "contract", "unit")
 
 
+# `MAILROOM_TEST_CPU=FILE`: each test's CPU seconds appended to FILE as a JSON line (this
+# process's and its reaped children's, its setup and teardown included), to find what to
+# cut when `make test` grows: the suite is bound by the machine's cores, not by waiting.
+CPU_LOG = os.environ.get("MAILROOM_TEST_CPU")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if not CPU_LOG:
+        yield
+        return
+    before, started = os.times(), time.monotonic()
+    yield
+    after = os.times()
+    cpu_s = sum(after[:4]) - sum(before[:4])
+    line = {
+        "test": item.nodeid,
+        "cpu_s": round(cpu_s, 2),
+        "wall_s": round(time.monotonic() - started, 2),
+    }
+    with open(CPU_LOG, "a", encoding="utf-8") as log:
+        log.write(json.dumps(line) + "\n")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test is marked with its folder (`-m sim`, `-m "not sandbox"`, ...); the
     costliest folders come first (a stable sort: a file's own order is kept)."""
