@@ -132,6 +132,22 @@ def installed_versions(folder: Path = AGENT_CLI_FOLDER) -> dict[str, str | None]
     return versions
 
 
+def installation_difference(
+    recorded: Mapping[str, str | None], folder: Path = AGENT_CLI_FOLDER
+) -> str | None:
+    """How the installation on this machine differs from the versions a run recorded
+    (`installed_versions` on the machine that launched it); None when it holds each."""
+    here = installed_versions(folder)
+    differ = [
+        f"{name} {here.get(name) or 'missing'} here, {version} in the run's manifest"
+        for name, version in sorted(recorded.items())
+        if here.get(name) != version
+    ]
+    if not differ:
+        return None
+    return f"the agent CLI installation at {folder} is not the run's: " + "; ".join(differ)
+
+
 def _run(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> None:
     print("+", " ".join(argv), flush=True)
     done = subprocess.run(list(argv), cwd=cwd, env=None if env is None else dict(env))

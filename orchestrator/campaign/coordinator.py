@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -75,6 +75,9 @@ class LaunchConfig:
     # The catalog the run keeps (a LIBERO-Para copy's), as data: each worker pins it
     # before it resolves a case, on whatever node it runs (families/kept.py).
     kept: KeptCatalog | None = None
+    # The agent CLI packages' versions the run's manifest recorded (`npm:NAME`), when its
+    # actors run them: a Ray worker checks that its node's installation holds these.
+    agent_cli_versions: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

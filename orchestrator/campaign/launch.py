@@ -229,6 +229,11 @@ def run_campaign(
                 family_protocol(request.plan.benchmark).version,
             ),
             kept=kept,
+            agent_cli_versions={
+                name: version
+                for name, version in manifest["environment"]["packages"].items()
+                if name.startswith("npm:")
+            },
         )
         on_scheduled(len(planned.work))
         stop = request.stop

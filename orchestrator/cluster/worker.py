@@ -109,6 +109,15 @@ class ClusterWorker:
             from mailroom.orchestrator.actors.sandbox_probe import probe_sandbox
 
             probe_sandbox()  # this node can confine actors, or the worker refuses to start
+        if config.agent_cli_versions:
+            from mailroom.orchestrator.actors.agent_installation import installation_difference
+            from mailroom.orchestrator.cluster.errors import NodeInstallationError
+
+            # The CLIs the actors run are this node's copy at the checkout's path: the
+            # versions the run's manifest recorded, or no episode here.
+            problem = installation_difference(config.agent_cli_versions)
+            if problem is not None:
+                raise NodeInstallationError(problem)
         self.staging = StagingArea()
         self.config = dataclasses.replace(config, run_dir=self.staging.run_dir)
         self.outbox: queue.Queue[Message] = queue.Queue()

@@ -16,6 +16,7 @@ the real inbox watcher and the diagnostic actor confined in its bubblewrap sandb
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -27,8 +28,10 @@ import pytest
 from campaign_builders import diagnostic_actor, sandboxed_actor
 from conftest import sandbox_processes_left
 from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.actors.agent_installation import installed_versions
 from mailroom.orchestrator.campaign.coordinator import LaunchConfig, Work, WorkOutcome
 from mailroom.orchestrator.catalog.cases import Case
+from mailroom.orchestrator.cluster.errors import ClusterUnavailableError
 from mailroom.orchestrator.cluster.executor import SLOT_RESOURCE, RayExecutor
 from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.cluster.worker import WorkerPlace
@@ -311,3 +314,27 @@ def test_a_worker_whose_trial_sandbox_fails_gets_no_work(
     for result in results.values():
         _assert_whole(result)
     assert sandbox_processes_left(run_dir) == []
+
+
+def test_a_node_without_the_runs_agent_cli_versions_gets_no_work(
+    cluster: Cluster, tmp_path: Path, module_mailbox_root: Path
+) -> None:
+    # The run recorded another Claude Code than the one installed at the checkout's path,
+    # which is every node's here: each worker checks its node's copy and refuses.
+    recorded = installed_versions()
+    claude = "npm:@anthropic-ai/claude-code"
+    assert recorded.get(claude), "the agent CLIs are installed by `make agent-clis`"
+    recorded[claude] = "0.0.1-recorded-elsewhere"
+    run_dir = tmp_path / "run"
+    config = dataclasses.replace(
+        _config(run_dir, module_mailbox_root, CASES[:2], think_s=0.0), agent_cli_versions=recorded
+    )
+    heard = _Heard()
+    with _driver(cluster), pytest.raises(ClusterUnavailableError, match="no Ray worker started"):
+        _run(cluster, config, CASES[:2], 2, heard)
+    reasons = [reason for _, reason in heard.of("worker_refused")]
+    assert len(reasons) == 2 and heard.places == [], heard.heard
+    for reason in reasons:
+        assert "is not the run's" in reason and claude in reason, reason
+        assert "0.0.1-recorded-elsewhere in the run's manifest" in reason, reason
+    assert not list(run_dir.glob("episodes/*")), "an episode started"
