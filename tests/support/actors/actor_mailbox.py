@@ -20,13 +20,17 @@ RESPONSE_SCHEMA = "mailroom.response/v1"
 
 
 def wait_for(endpoint: Path, sequence: int, poll_s: float = 0.01) -> dict[str, object] | None:
-    """Observation `sequence` once it is published, looked for every `poll_s` seconds;
-    None if the episode is closed first."""
+    """Observation `sequence` once it is published, looked for every `poll_s` seconds at
+    first, then less often the longer the wait (up to five times `poll_s`: a quick
+    answer stays quick, a long wait costs a few polls a second); None if the episode is
+    closed first."""
     obs = endpoint / "outbox" / f"obs-{sequence}.json"
+    started = time.monotonic()
     while not obs.exists():
         if (endpoint / "outbox" / "closed.json").exists():
             return None
-        time.sleep(poll_s)
+        waited = time.monotonic() - started
+        time.sleep(min(5 * poll_s, max(poll_s, waited / 20)))
     document: dict[str, object] = json.loads(obs.read_text())
     return document
 
