@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
-from agent_cli_support.driver import DriverSettings
 from conftest import cli_plan, mailroom_exe, sandbox_processes_left
 from mailroom.orchestrator.actors.agent_installation import installed_versions
 from mailroom.orchestrator.cluster.local_cluster import local_cluster
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.orchestrator.perf.provider_standin.driver import DriverSettings
 
 pytest.importorskip("ray")
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import copied_actor, sandbox_processes_left
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProviderAccess, process_launcher
@@ -26,6 +25,7 @@ from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.cluster.executor import RayExecutor
 from mailroom.orchestrator.cluster.local_cluster import local_cluster
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.sim.fake import FakeSimulator
 

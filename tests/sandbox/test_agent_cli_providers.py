@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
-from agent_cli_support.driver import (
+from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.orchestrator.perf.provider_standin.driver import (
     FINAL_TEXT,
     GAVE_UP_TEXT,
     NO_ENDPOINT_TEXT,
@@ -24,8 +25,7 @@ from agent_cli_support.driver import (
     endpoint_of,
     next_move,
 )
-from agent_cli_support.openai_standin import OpenAIStandIn
-from mailroom.orchestrator.actors.instructions import render_instructions
+from mailroom.orchestrator.perf.provider_standin.openai_standin import OpenAIStandIn
 
 FAST = DriverSettings(act_decisions=2, wait_s=0.3, poll_s=0.05, max_waits=3)
 

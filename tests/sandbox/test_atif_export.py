@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 import toy_family_runs
-from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import REPO, assert_usage_error, copied_actor, leaks_under, run_cli
 from gateway_profiles import anthropic_gateway_profile
 from harbor.models.trajectories import Trajectory
 from harbor.utils.trajectory_validator import TrajectoryValidator
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 from recorded_events import attempt_events
 from toy_family_runs import launch_toy, plan_toy
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import copied_actor
 from mailroom.orchestrator.actors.actor_network import actor_networks
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
@@ -30,6 +29,7 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 from mailroom.orchestrator.records.layout import RunPaths
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.sim.fake import FakeSimulator

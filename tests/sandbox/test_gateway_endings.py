@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import copied_actor
 from mailroom.orchestrator.actors.confinement import ConfinementSettings
 from mailroom.orchestrator.actors.launcher import ProviderAccess, process_launcher
@@ -26,6 +25,7 @@ from mailroom.orchestrator.actors.limits import ActorLimits
 from mailroom.orchestrator.catalog.cases import Case
 from mailroom.orchestrator.episode.blinded import run_blinded_episode
 from mailroom.orchestrator.episode.settings import RunSettings
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 from mailroom.orchestrator.records.provider import ProviderBudgets, ProviderDeclaration
 from mailroom.orchestrator.records.result import EpisodeResult, ProviderUsage
 from mailroom.orchestrator.sim.fake import FakeSimulator

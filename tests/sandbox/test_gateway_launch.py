@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 import toy_family_runs
-from agent_cli_support.anthropic_standin import AnthropicStandIn
 from conftest import REPO, mailroom_exe
 from gateway_profiles import anthropic_gateway_profile
 from mailroom.hashing import sha256_bytes
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 
 KEY = "sk-real-key-for-the-launch-test-0123456789"
 PROFILE = anthropic_gateway_profile(

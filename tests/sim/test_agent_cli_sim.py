@@ -6,7 +6,7 @@ claude_code|codex_cli|gemini_cli`,
 each in its bubblewrap sandbox whose only route out is the provider gateway. Only the
 model provider is stood in: a server on the host's 127.0.0.1 speaking the provider's
 streaming API, whose scripted "model" has the agent read each observation and write each
-response with its own shell tool (`tests/support/agent_cli_support`), reporting varied usage
+response with its own shell tool (`orchestrator/perf/provider_standin/`), reporting varied usage
 (cache reads and writes included) and, for one CLI, answering as another model than the
 one asked for. Each run must have at least 3 accepted decisions and no rejected one, the
 agent must exit by itself after `closed.json`, no process of its sandbox may survive, the
@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
-from agent_cli_support.driver import DriverSettings
-from agent_cli_support.gemini_standin import GeminiStandIn
-from agent_cli_support.http_standin import Recorded, ScriptedStandIn
-from agent_cli_support.openai_standin import OpenAIStandIn
 from conftest import REPO, cli_plan, mailroom_exe, run_cli, sandbox_processes_left
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from mailroom.mailbox.endpoint import new_mailbox_root
 from mailroom.orchestrator.actors.agent_installation import AGENT_CLI_FOLDER
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.orchestrator.perf.provider_standin.driver import DriverSettings
+from mailroom.orchestrator.perf.provider_standin.gemini_standin import GeminiStandIn
+from mailroom.orchestrator.perf.provider_standin.http_standin import Recorded, ScriptedStandIn
+from mailroom.orchestrator.perf.provider_standin.openai_standin import OpenAIStandIn
 from recorded_events import attempt_events
 
 ACT_DECISIONS = 3

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_support.gemini_standin import GeminiStandIn
 from mailroom.orchestrator.actors.actor_network import ActorNetwork
 from mailroom.orchestrator.gateway.metering import Metered, requested_model
 from mailroom.orchestrator.gateway.server import EpisodeGate, Gateway
+from mailroom.orchestrator.perf.provider_standin.gemini_standin import GeminiStandIn
 from mailroom.orchestrator.records.provider import ProviderDeclaration
 from mailroom.orchestrator.records.result import ProviderUsage
 from metered_streams import metered

@@ -24,8 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
-from agent_cli_support.openai_standin import OpenAIStandIn
 from mailroom.orchestrator.actors.actor_network import ActorNetwork
 from mailroom.orchestrator.gateway.server import (
     CA_BUNDLE_VARIABLE,
@@ -33,6 +31,8 @@ from mailroom.orchestrator.gateway.server import (
     Gateway,
     GatewayError,
 )
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.orchestrator.perf.provider_standin.openai_standin import OpenAIStandIn
 from mailroom.orchestrator.records.provider import ProviderBudgets, ProviderDeclaration
 from mailroom.orchestrator.records.result import ProviderUsage
 

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from agent_cli_support.anthropic_standin import AnthropicStandIn
-from agent_cli_support.driver import DriverSettings
-from agent_cli_support.http_standin import LedgerTotals, ScriptedStandIn, UsageTotals
-from agent_cli_support.openai_standin import OpenAIStandIn
+from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.orchestrator.perf.provider_standin.driver import DriverSettings
+from mailroom.orchestrator.perf.provider_standin.http_standin import (
+    LedgerTotals,
+    ScriptedStandIn,
+    UsageTotals,
+)
+from mailroom.orchestrator.perf.provider_standin.openai_standin import OpenAIStandIn
 
 FAST = DriverSettings(act_decisions=2, wait_s=0.3, poll_s=0.05, max_waits=3)
 PROMPT = "Your endpoint directory: /e\n"
@@ -685,3 +689,30 @@ def test_the_credentials_each_request_carried_are_recorded(
     post(openai.port, "/v1/responses", responses_request(), {"Authorization": "Bearer key-c"})
     assert [r.authorization for r in openai.requests()] == ["Bearer key-c"]
     assert openai.requests()[0].headers["authorization"] == "Bearer key-c"
+
+
+def test_a_thinking_stand_in_answers_after_its_think_time_and_faults_at_once() -> None:
+    with AnthropicStandIn(FAST, think_s=0.5) as server:
+        server.rate_limit(1)
+        started = time.monotonic()
+        assert post(server.port, "/v1/messages", messages_request()).status == 429
+        refused_s = time.monotonic() - started
+        answers: list[Answered] = []
+        threads = [
+            threading.Thread(
+                target=lambda: answers.append(post(server.port, "/v1/messages", messages_request()))
+            )
+            for _ in range(3)
+        ]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        answered_s = time.monotonic() - started
+    assert [a.status for a in answers] == [200, 200, 200]
+    # Each answer waited its think time; the three waited side by side, not in turn, and
+    # the refusal did not wait (bounds of what the stand-in does, not of this machine's
+    # speed: a loaded machine only makes the answers later).
+    assert refused_s < 0.5 <= answered_s
+    assert [e.number for e in server.answered()] == [2, 3, 4]

@@ -23,8 +23,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .driver import Conversation, DriverSettings, FinalText, Move, ShellCommand, next_move
-from .http_standin import (
+from mailroom.orchestrator.perf.provider_standin.driver import (
+    Conversation,
+    DriverSettings,
+    FinalText,
+    Move,
+    ShellCommand,
+    next_move,
+)
+from mailroom.orchestrator.perf.provider_standin.http_standin import (
     Admission,
     Answer,
     Reply,
@@ -112,9 +119,13 @@ class AnthropicStandIn(ScriptedStandIn):
         answer_model: str | None = None,
         web_search_requests: int = 0,
         delta_repeats_usage: bool = False,
+        think_s: float = 0.0,
     ) -> None:
         super().__init__(
-            settings, answer_model=answer_model, web_search_requests=web_search_requests
+            settings,
+            answer_model=answer_model,
+            web_search_requests=web_search_requests,
+            think_s=think_s,
         )
         self.delta_repeats_usage = delta_repeats_usage
 

@@ -24,8 +24,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .driver import Conversation, FinalText, Move, ShellCommand, next_move
-from .http_standin import (
+from mailroom.orchestrator.perf.provider_standin.driver import (
+    Conversation,
+    FinalText,
+    Move,
+    ShellCommand,
+    next_move,
+)
+from mailroom.orchestrator.perf.provider_standin.http_standin import (
     Admission,
     Answer,
     Reply,

@@ -26,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
-from .driver import DriverSettings
+from mailroom.orchestrator.perf.provider_standin.driver import DriverSettings
 
 MAX_BODY_BYTES = 64 << 20
 
@@ -422,6 +422,8 @@ class ScriptedStandIn(StandInServer):
     `answer_model`: None, every answer names the requested model; else it names this one.
     `web_search_requests`: how many server-side web searches each answer reports (0: none).
     Both are read once per request, when it arrives, and may be changed at any time.
+    `think_s`: how long each generation request waits before its answer goes out, as a
+    real model's would (each request has a thread of its own: waits overlap).
     """
 
     generation_route: ClassVar[str] = ""  # the POST route that generates
@@ -434,8 +436,10 @@ class ScriptedStandIn(StandInServer):
         *,
         answer_model: str | None = None,
         web_search_requests: int = 0,
+        think_s: float = 0.0,
     ) -> None:
         super().__init__()
+        self.think_s = think_s
         self.settings = settings or DriverSettings()
         if self.substitution_free:
             self.settings = replace(self.settings, substitution_free=True)
@@ -599,6 +603,8 @@ class ScriptedStandIn(StandInServer):
                 )
             )
             return reply, f"error {reply.status} {what} #{number}"
+        if self.think_s > 0:
+            time.sleep(self.think_s)  # a fault or a refusal comes at once; an answer thinks
         try:
             answer = self.answer(request, body, admission)
         except Exception:  # a stand-in bug: the server answers 500, kept here too

@@ -32,8 +32,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .driver import Conversation, FinalText, Move, ShellCommand, next_move
-from .http_standin import (
+from mailroom.orchestrator.perf.provider_standin.driver import (
+    Conversation,
+    FinalText,
+    Move,
+    ShellCommand,
+    next_move,
+)
+from mailroom.orchestrator.perf.provider_standin.http_standin import (
     Admission,
     Answer,
     Reply,
