@@ -150,10 +150,10 @@ COSTLIEST_FILES = (
 COST_ORDER = ("sim", "cluster", "stress", "browser", "sandbox", "integration", "contract", "unit")
 
 
-# `MAILROOM_TEST_CPU=FILE`: each test's CPU seconds appended to FILE as a JSON line (this
+# `TEST_CPU_LOG=FILE`: each test's CPU seconds appended to FILE as a JSON line (this
 # process's and its reaped children's, its setup and teardown included), to find what to
 # cut when `make test` grows: the suite is bound by the machine's cores, not by waiting.
-CPU_LOG = os.environ.get("MAILROOM_TEST_CPU")
+CPU_LOG = os.environ.get("TEST_CPU_LOG")
 
 
 @pytest.hookimpl(hookwrapper=True)
