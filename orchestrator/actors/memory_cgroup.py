@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -459,6 +459,19 @@ def live_actor_memory() -> list[int] | None:
             current = _held_now(hierarchy.version, entry)
             if current is not None:  # else removed meanwhile
                 held.append(current)
+    return held
+
+
+def actors_memory_of(makers: Iterable[int], hierarchy: Hierarchy) -> list[int]:
+    """What each episode cgroup made by one of the processes `makers` holds now, in
+    bytes: another process's live actors, as a bench looking at a launch reads them."""
+    held: list[int] = []
+    for maker in makers:
+        with contextlib.suppress(OSError):
+            for entry in hierarchy.parent.glob(f"{EPISODE_PREFIX}{maker}-*"):
+                current = _held_now(hierarchy.version, entry)
+                if current is not None:  # else removed meanwhile
+                    held.append(current)
     return held
 
 

@@ -29,6 +29,9 @@ TARGETS = {
     "parked_queue_delay_ms_p95": ("<=", 2000.0),
     "flood_added_queue_delay_ms_p95": ("<=", 100.0),
     "gateway_added_ttfb_ms_p95": ("<=", 5.0),
+    "claude_code_most_live": (">=", 100.0),
+    "claude_code_evaluator_share_of_machine": ("<=", 0.05),
+    "claude_code_queue_delay_ms_p95": ("<=", 1000.0),
 }
 
 # The headline table's rows, in order; a figure the run did not measure is left out.
@@ -213,6 +216,41 @@ def _meets(value: float | None, op: str, target: float) -> str:
     help="Run the provider gateway's section alone: what the gateway adds to a request "
     "against the same request sent straight to the upstream, with one live gate and many.",
 )
+@click.option(
+    "--only-agent-clis",
+    is_flag=True,
+    help="Run the agent-CLI section alone: N live confined Claude Code and Codex CLI "
+    "episodes against the project's stand-in provider, beside the tiny actor's run.",
+)
+@click.option(
+    "--agent-episodes",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Agent-CLI section: episodes of each launch (one worker, as many slots).",
+)
+@click.option(
+    "--agent-think",
+    type=click.FloatRange(min=0),
+    default=20.0,
+    show_default=True,
+    help="Agent-CLI section: seconds the stand-in provider takes to answer each model "
+    "request (and the tiny actor each decision).",
+)
+@click.option(
+    "--agent-decisions",
+    type=click.IntRange(min=1),
+    default=6,
+    show_default=True,
+    help="Agent-CLI section: decisions the stand-in's model has each agent act on.",
+)
+@click.option(
+    "--agent-cli",
+    "agent_clis",
+    type=click.Choice(["claude_code", "codex_cli"]),
+    multiple=True,
+    help="Agent-CLI section: the CLIs to run (repeat; default: both).",
+)
 @click.option("--no-cluster", is_flag=True, help="Leave the Ray executor's section out.")
 @click.option("--only-cluster", is_flag=True, help="Run the Ray executor's section alone.")
 @json_option("Print one JSON object (headline keys plus details).")
@@ -242,12 +280,42 @@ def bench(
     gateway_streams: int,
     gateway_request_kb: int,
     only_gateway: bool,
+    only_agent_clis: bool,
+    agent_episodes: int,
+    agent_think: float,
+    agent_decisions: int,
+    agent_clis: tuple[str, ...],
     no_cluster: bool,
     only_cluster: bool,
     as_json: bool,
 ) -> None:
     """Measure where each decision's time goes, on the real simulator (takes minutes;
     the slow-actor section, tens of minutes)."""
+    if only_agent_clis:
+        from mailroom.orchestrator.perf.agent_cli_bench import (
+            AgentCliBenchError,
+            AgentCliOptions,
+            run_agent_cli_bench,
+        )
+
+        agents = AgentCliOptions(
+            episodes=agent_episodes,
+            think_s=agent_think,
+            decisions=agent_decisions,
+            clis=agent_clis or AgentCliOptions().clis,
+        )
+        try:
+            with console.status("benchmarking: agent CLIs") as status:
+                measured = run_agent_cli_bench(
+                    agents, mailbox_base, lambda what: status.update(f"benchmarking: {what}")
+                )
+        except AgentCliBenchError as exc:
+            raise click.ClickException(str(exc)) from exc
+        if as_json:
+            _write_json(measured)
+        else:
+            _print_agent_clis(measured)
+        return
     if only_gateway:
         # Before the simulator's modules are imported: this section needs none of them.
         from mailroom.orchestrator.perf.gateway_bench import (
@@ -538,3 +606,63 @@ def _print_gateway(alone: dict[str, Any]) -> None:
         f"before {load['before']}, after {load['after']}"
     )
     _print_headline(alone)
+
+
+# The agent-CLI section's rows: (label, figure), each run's value in a column.
+AGENT_CLI_ROWS = (
+    ("episodes", "episodes"),
+    ("decisions", "decisions"),
+    ("rejected responses", "rejected_responses"),
+    ("most live at once", "most_live"),
+    ("bound by", "bound_by"),
+    ("actor cgroup peak MiB p50", "actor_cgroup_peak_mb_p50"),
+    ("actor cgroup peak MiB max", "actor_cgroup_peak_mb_max"),
+    ("actor cgroup MiB p50 (steady)", "actor_cgroup_mb_p50"),
+    ("actor resident MiB p50", "actor_rss_mb_p50"),
+    ("worker MiB per live episode", "worker_mb_per_live_episode"),
+    ("agent CPU s per decision", "agent_cpu_s_per_decision"),
+    ("evaluator CPU s per decision", "evaluator_cpu_s_per_decision"),
+    ("evaluator share of machine", "evaluator_share_of_machine"),
+    ("queueing delay ms p50", "queue_delay_ms_p50"),
+    ("queueing delay ms p95", "queue_delay_ms_p95"),
+    ("queueing delay ms p99", "queue_delay_ms_p99"),
+    ("episodes per hour", "episodes_per_hour"),
+    ("model requests", "model_requests"),
+)
+
+
+def _print_agent_clis(figures: dict[str, Any]) -> None:
+    """Each run's figures side by side, the CLIs' ratios to the tiny actor's, then the
+    headline against its targets."""
+    section = figures["details"]["agent_clis"]
+    runs = section["runs"]
+    table = Table(
+        title=f"live agent-CLI episodes (model answers after {section['think_s']:g} s; "
+        f"{section['decisions_per_episode']} decisions each)",
+        box=box.SIMPLE,
+    )
+    table.add_column("figure")
+    for name in runs:
+        table.add_column(name, justify="right")
+    for label, key in AGENT_CLI_ROWS:
+        table.add_row(label, *(cell(run.get(key)) for run in runs.values()))
+    console.print(table)
+    ratios = Table(title="against the tiny actor (x)", box=box.SIMPLE)
+    ratios.add_column("figure")
+    clis = [name for name in runs if name != "tiny"]
+    for name in clis:
+        ratios.add_column(name, justify="right")
+    for key in runs[clis[0]]["over_tiny"] if clis else ():
+        ratios.add_row(key, *(cell(runs[name]["over_tiny"][key]) for name in clis))
+    console.print(ratios)
+    headline = Table(title="targets")
+    headline.add_column("figure")
+    headline.add_column("value", justify="right")
+    headline.add_column("target")
+    headline.add_column("met")
+    for key, (op, target) in TARGETS.items():
+        if key in figures:
+            headline.add_row(
+                key, cell(figures[key]), f"{op} {target:g}", _meets(figures[key], op, target)
+            )
+    console.print(headline)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 _PROC = Path("/proc")
 _PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Sample:
     actors: int  # actor programs running (each live episode has one)
 
 
-def _children_map() -> dict[int, list[int]]:
+def children_map() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
@@ -63,7 +64,7 @@ def sample(root: int | None = None) -> Sample:
     """One look: workers' and actors' resident memory, and the actors running. An actor
     is the first process under a sandbox's bubblewrap processes that is not one itself
     (its own children count in its memory); a worker is a multiprocessing child."""
-    children = _children_map()
+    children = children_map()
     workers = actors_mb = 0.0
     actors = 0
     todo = list(children.get(root or os.getpid(), []))
@@ -77,7 +78,7 @@ def sample(root: int | None = None) -> Sample:
                     todo.append(child)
                 else:
                     actors += 1
-                    actors_mb += sum(_rss_mb(p) for p in [child, *_below(children, child)])
+                    actors_mb += sum(_rss_mb(p) for p in [child, *below(children, child)])
             continue
         if "spawn_main" in _cmdline(pid):
             workers += _rss_mb(pid)
@@ -85,13 +86,34 @@ def sample(root: int | None = None) -> Sample:
     return Sample(time.monotonic(), workers, actors_mb, actors)
 
 
-def _below(children: dict[int, list[int]], root: int) -> list[int]:
+def below(children: dict[int, list[int]], root: int) -> list[int]:
+    """Every process under `root` (not `root` itself)."""
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
     return found
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident set (0 once it is gone)."""
+    return _rss_mb(pid)
+
+
+def program(pid: int) -> str:
+    """The first word of a process's command line ("" once it is gone)."""
+    return _program(pid)
+
+
+def cpu_s(pid: int) -> float:
+    """A process's CPU seconds, user and system, with those of the children it reaped
+    (0 once it is gone)."""
+    try:
+        fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / _TICKS
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 @dataclass

@@ -182,7 +182,7 @@ def throughput_run(
     elapsed = time.perf_counter() - started
     if lost or len(tally.outcomes) != len(cases) or "error" in tally.outcomes:
         raise RuntimeError(f"throughput run {run_dir.name} had errors: {lost or tally.outcomes}")
-    queue_s = [d / 1000 for d in _decision_field(run_dir, "queue_delay_ms")]
+    queue_s = [d / 1000 for d in decision_field(run_dir, "queue_delay_ms")]
     steady = steady_rate(tally.finished_at, workers)
     return {
         "workers": workers,
@@ -226,7 +226,8 @@ def _median(values: Sequence[float]) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
-def _decision_field(run_dir: Path, name: str) -> list[float]:
+def decision_field(run_dir: Path, name: str) -> list[float]:
+    """One number of every `decision_served` record of a run, e.g. `queue_delay_ms`."""
     values: list[float] = []
     for folder in sorted(RunPaths(run_dir).episodes.iterdir()):
         for served in read_log(AttemptPaths(folder).events, kinds=("decision_served",)).records:
