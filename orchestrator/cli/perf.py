@@ -612,6 +612,7 @@ def _print_gateway(alone: dict[str, Any]) -> None:
 AGENT_CLI_ROWS = (
     ("episodes", "episodes"),
     ("decisions", "decisions"),
+    ("episodes ended in error", "errored"),
     ("rejected responses", "rejected_responses"),
     ("most live at once", "most_live"),
     ("bound by", "bound_by"),

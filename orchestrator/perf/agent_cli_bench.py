@@ -24,9 +24,9 @@ the rest (the launch, its worker, the gateway in it). Figures per run:
   every live actor, of what its memory cgroup held, and of its processes' resident
   sets), and the worker's resident memory at the most live divided by them;
 - CPU per decision: the agents' (their process trees', as last seen: a tree's last
-  second is missed) and the evaluator's (the launch's whole CPU, every process it
-  reaped included, less the agents'), and the evaluator's share of the machine's cores
-  over the run;
+  second is missed) and the evaluator's (the launch's and its workers' own CPU, as last
+  seen, the gateway in them included), the evaluator's share of the machine's cores
+  over the run, and beside them the launch's CPU as its exit reported it;
 - queueing delay p50/p95/p99 (each decision's wait for a simulator, as its worker
   recorded it), episodes per hour, the stand-in's model requests.
 
@@ -126,6 +126,7 @@ class _Looks:
     worker_mb_at_most: float = 0.0
     most_live: int = 0
     tree_cpu_s: dict[int, float] = field(default_factory=dict)  # per sandbox, as last seen
+    own_cpu_s: dict[int, float] = field(default_factory=dict)  # per evaluator process
     least_available_mb: float = math.inf
 
 
@@ -142,6 +143,9 @@ def _look(root: int, looks: _Looks) -> None:
         evaluator.append(pid)
         todo.extend(children.get(pid, []))
     evaluator_mb = sum(rss_mb(p) for p in evaluator)
+    for pid in [root, *evaluator]:
+        # Its own time only: what a worker reaped is its actors'.
+        looks.own_cpu_s[pid] = max(looks.own_cpu_s.get(pid, 0.0), cpu_s(pid, reaped=False))
     if looks.hierarchy is not None:
         held = actors_memory_of(evaluator, looks.hierarchy)
         looks.actor_cgroup_mb.extend(b / 2**20 for b in held)
@@ -224,7 +228,7 @@ def _figures(
             if isinstance(peak, int):
                 peaks.append(peak / 2**20)
     agents_cpu = sum(looks.tree_cpu_s.values())
-    evaluator_cpu = max(0.0, launch_cpu_s - agents_cpu)
+    evaluator_cpu = sum(looks.own_cpu_s.values())
     queue_ms = decision_field(run_dir, "queue_delay_ms")
     total_mb = machine_memory().total_mb
     if looks.most_live >= options.episodes:
@@ -238,6 +242,7 @@ def _figures(
         "run": name,
         "episodes": len(results),
         "outcomes": dict(Counter(str(r["outcome"]) for r in results)),
+        "errored": sum(1 for r in results if r["outcome"] == "error"),
         "rejected_responses": sum(int(r["counters"]["rejected_responses"]) for r in results),
         "decisions": decisions,
         "wall_s": round(wall_s, 1),
@@ -255,6 +260,10 @@ def _figures(
         "agent_cpu_s_per_decision": round(agents_cpu / decisions, 3) if decisions else None,
         "evaluator_cpu_s_per_decision": round(evaluator_cpu / decisions, 3) if decisions else None,
         "evaluator_share_of_machine": round(evaluator_cpu / (wall_s * cores), 4),
+        # The launch's CPU as its exit reported it (every process it reaped): beside the
+        # two figures looked at, what the looks missed or what was never reaped into it.
+        "launch_cpu_s": round(launch_cpu_s, 1),
+        "looked_cpu_s": round(agents_cpu + evaluator_cpu, 1),
         **{
             f"queue_delay_ms_p{round(q * 100)}": (
                 round(percentile(queue_ms, q), 1) if queue_ms else None
@@ -327,7 +336,7 @@ def agent_cli_bench(
         progress(f"{options.episodes} live {name} episodes")
         key = f"sk-bench-{secrets.token_hex(16)}"  # a stand-in's, never a provider's
         settings = DriverSettings(act_decisions=options.decisions)
-        with cli.standin(settings, think_s=options.think_s) as standin:
+        with cli.standin(settings, think_s=options.think_s, steady_usage=True) as standin:
             env = {
                 **base_env,
                 cli.key_variable: key,

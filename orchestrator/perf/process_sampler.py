@@ -106,12 +106,12 @@ def program(pid: int) -> str:
     return _program(pid)
 
 
-def cpu_s(pid: int) -> float:
+def cpu_s(pid: int, *, reaped: bool = True) -> float:
     """A process's CPU seconds, user and system, with those of the children it reaped
-    (0 once it is gone)."""
+    unless `reaped` is False (0 once it is gone)."""
     try:
         fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-        return sum(int(f) for f in fields[11:15]) / _TICKS
+        return sum(int(f) for f in fields[11 : 15 if reaped else 13]) / _TICKS
     except (OSError, ValueError, IndexError):
         return 0.0
 

@@ -41,7 +41,7 @@ def test_the_agent_cli_section_measures_live_claude_code_episodes_beside_the_tin
     assert sorted(runs) == ["claude_code", "tiny"]
     for name, run in runs.items():
         assert run["episodes"] == EPISODES and run["rejected_responses"] == 0, run
-        assert "error" not in run["outcomes"], run
+        assert "error" not in run["outcomes"] and run["errored"] == 0, run
         # Each episode acted DECISIONS times and stopped: at least that many policy calls.
         assert run["decisions"] >= EPISODES * (DECISIONS + 1), run
         assert 1 <= run["most_live"] <= EPISODES, run

@@ -716,3 +716,22 @@ def test_a_thinking_stand_in_answers_after_its_think_time_and_faults_at_once() -
     # speed: a loaded machine only makes the answers later).
     assert refused_s < 0.5 <= answered_s
     assert [e.number for e in server.answered()] == [2, 3, 4]
+
+
+@pytest.mark.parametrize(("provider", "path", "request_body"), PROVIDERS, ids=IDS)
+def test_steady_usage_does_not_grow_with_the_request_number(
+    provider: type[ScriptedStandIn], path: str, request_body: Any
+) -> None:
+    with provider(FAST, steady_usage=True) as server:
+        seen = []
+        for _ in range(6):
+            events = sse_events(post(server.port, path, request_body()).body)
+            seen.append(
+                anthropic_stream_seen(events)
+                if provider is AnthropicStandIn
+                else openai_stream_seen(events)
+            )
+    # The same request gets the same figures whatever its number: a hundred agents on one
+    # stand-in each see their own request's size, never the others' count.
+    assert len({(s.input_tokens, s.cache_read, s.cache_write, s.reasoning) for s in seen}) == 1
+    assert max(s.cache_read + s.cache_write + s.reasoning for s in seen) < 16

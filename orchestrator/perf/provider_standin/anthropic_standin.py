@@ -120,12 +120,14 @@ class AnthropicStandIn(ScriptedStandIn):
         web_search_requests: int = 0,
         delta_repeats_usage: bool = False,
         think_s: float = 0.0,
+        steady_usage: bool = False,
     ) -> None:
         super().__init__(
             settings,
             answer_model=answer_model,
             web_search_requests=web_search_requests,
             think_s=think_s,
+            steady_usage=steady_usage,
         )
         self.delta_repeats_usage = delta_repeats_usage
 
@@ -172,7 +174,7 @@ class AnthropicStandIn(ScriptedStandIn):
         if model != requested:
             summary += f" answered-as={model}"
         usage = message_usage(
-            admission.number,
+            self.usage_number(admission),
             approximate_tokens(request.body),
             max(1, len(json.dumps(blocks)) // 4),
             admission.web_search_requests,

@@ -211,7 +211,7 @@ class GeminiStandIn(ScriptedStandIn):
         if model != requested:
             summary += f" answered-as={model}"
         usage = varied_usage(
-            admission.number,
+            self.usage_number(admission),
             approximate_tokens(request.body),
             max(1, len(json.dumps(part)) // 4),
             admission.web_search_requests,

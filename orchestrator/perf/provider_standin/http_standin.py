@@ -424,6 +424,9 @@ class ScriptedStandIn(StandInServer):
     Both are read once per request, when it arrives, and may be changed at any time.
     `think_s`: how long each generation request waits before its answer goes out, as a
     real model's would (each request has a thread of its own: waits overlap).
+    `steady_usage`: each answer reports its own request's size and a few cached tokens,
+    not figures that grow with the request's number (which tell tests' answers apart but,
+    with a hundred agents on one stand-in, tell an agent its context is full).
     """
 
     generation_route: ClassVar[str] = ""  # the POST route that generates
@@ -437,9 +440,11 @@ class ScriptedStandIn(StandInServer):
         answer_model: str | None = None,
         web_search_requests: int = 0,
         think_s: float = 0.0,
+        steady_usage: bool = False,
     ) -> None:
         super().__init__()
         self.think_s = think_s
+        self.steady_usage = steady_usage
         self.settings = settings or DriverSettings()
         if self.substitution_free:
             self.settings = replace(self.settings, substitution_free=True)
@@ -454,6 +459,10 @@ class ScriptedStandIn(StandInServer):
         self._overloaded_until: float | None = None
         self._overload_retry_after: int | None = None
         self._cuts: dict[int, tuple[int | None, int | None]] = {}
+
+    def usage_number(self, admission: Admission) -> int:
+        """The number an answer's usage figures vary by (0: steady)."""
+        return 0 if self.steady_usage else admission.number
 
     def root(self, request: Request) -> tuple[Reply, str] | None:
         """The answer to a probe of the server's root (`HEAD /`), else None."""

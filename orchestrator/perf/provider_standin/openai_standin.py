@@ -233,7 +233,7 @@ class OpenAIStandIn(ScriptedStandIn):
             for index in range(admission.web_search_requests)
         ]
         usage = varied_usage(
-            admission.number,
+            self.usage_number(admission),
             approximate_tokens(request.body),
             max(1, len(json.dumps(item)) // 4),
             admission.web_search_requests,
