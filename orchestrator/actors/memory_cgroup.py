@@ -452,19 +452,13 @@ def live_actor_memory() -> list[int] | None:
         ]
     if not found:
         return None
-    hierarchy = found[0]
-    held: list[int] = []
-    with contextlib.suppress(OSError):
-        for entry in hierarchy.parent.glob(f"{EPISODE_PREFIX}{os.getpid()}-*"):
-            current = _held_now(hierarchy.version, entry)
-            if current is not None:  # else removed meanwhile
-                held.append(current)
-    return held
+    return actors_memory_of([os.getpid()], found[0])
 
 
 def actors_memory_of(makers: Iterable[int], hierarchy: Hierarchy) -> list[int]:
     """What each episode cgroup made by one of the processes `makers` holds now, in
-    bytes: another process's live actors, as a bench looking at a launch reads them."""
+    bytes: this process's live actors, or another's, as a bench looking at a launch
+    reads them."""
     held: list[int] = []
     for maker in makers:
         with contextlib.suppress(OSError):
