@@ -11,6 +11,12 @@ PLUS_LOCK := requirements/liberoplus.txt
 # Harbor alone, for the tests' ATIF validator: it declares Python >=3.12 and a job
 # runner's dependencies; the two modules the tests use run on 3.11 with pydantic (see the file).
 HARBOR_LOCK := requirements/harbor.txt
+# LeRobot's own dataset loader, the tests' real client of the LeRobot export, in a venv of
+# its own (it pins av<16 and rerun-sdk<0.27; see requirements/lerobot.txt).
+LEROBOT_VENV := $(VENV)/clients/lerobot
+LEROBOT_STAMP := $(LEROBOT_VENV)/.install-stamp
+LEROBOT_LOCK := requirements/lerobot-client.txt
+LEROBOT_PIN := requirements/lerobot.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
 SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents benchmarks -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
@@ -23,7 +29,7 @@ AGENT_CLIS := agent_clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
 AGENT_SPECS := $(wildcard agents/*/install.json)
 
-.PHONY: demo test test-fast lint typecheck system-deps agent-clis lock docs clean
+.PHONY: demo test test-fast lint typecheck system-deps agent-clis lerobot-client lock docs clean
 
 $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) $(HARBOR_LOCK)
 	@$(MAKE) --no-print-directory system-deps
@@ -52,11 +58,24 @@ $(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json 
 
 agent-clis: $(AGENT_CLIS_STAMP)
 
+# PyTorch's Linux wheels carry CUDA's libraries (about 5.5 GB installed); the loader runs
+# on the CPU. torchcodec decodes the videos with the system's FFmpeg (system-deps).
+$(LEROBOT_STAMP): $(LEROBOT_LOCK) $(LEROBOT_PIN)
+	@$(MAKE) --no-print-directory system-deps
+	@test -x $(LEROBOT_VENV)/bin/python || $(PYTHON) -m venv $(LEROBOT_VENV)
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LEROBOT_LOCK)
+	$(LEROBOT_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LEROBOT_PIN)
+	@touch $@
+
+lerobot-client: $(LEROBOT_STAMP)
+
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
 # headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
 # (standard library only) runs the built-in diagnostic actor inside the sandbox; chromium
 # is the browser the viewer's tests drive; ImageMagick's MagickWand is what Wand calls for
-# LIBERO-Plus's motion-blur noise; Node.js and npm install and launch the agent CLIs.
+# LIBERO-Plus's motion-blur noise; Node.js and npm install and launch the agent CLIs;
+# FFmpeg's libraries are what LeRobot's video decoder (torchcodec) loads in the tests.
 system-deps:
 	@missing=""; \
 	if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ldconfig -p | grep -q 'libGL.so.1'; then \
@@ -68,6 +87,7 @@ system-deps:
 	ldconfig -p | grep -q 'libMagickWand-6.Q16.so.6' || missing="$$missing libmagickwand-6.q16-6"; \
 	command -v node >/dev/null || missing="$$missing nodejs"; \
 	command -v npm >/dev/null || missing="$$missing npm"; \
+	command -v ffmpeg >/dev/null || missing="$$missing ffmpeg"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -90,6 +110,8 @@ $(UV):
 lock: $(UV)
 	$(UV) pip compile --quiet pyproject.toml --extra dev --extra ray --extra plus --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
+	$(UV) pip compile --quiet requirements/lerobot-client.in --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LEROBOT_LOCK)
 
 demo: $(STAMP) $(AGENT_CLIS_STAMP)
 	$(BIN)/mailroom demo
@@ -109,7 +131,7 @@ typecheck: $(STAMP)
 # once, the costliest first (tests/conftest.py). ruff and mypy --strict run as tests
 # (tests/contract/test_code_checks.py), the import layers too (test_layers.py). The
 # slowest tests are listed at the end.
-test: $(STAMP) $(AGENT_CLIS_STAMP)
+test: $(STAMP) $(AGENT_CLIS_STAMP) $(LEROBOT_STAMP)
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=40
 
 # For a quick look while working: the quick tests (tests/unit and tests/contract: no

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 
 from conftest import REPO
+from locked_packages import LEROBOT_LOCKS, Locked, parse_lock, read_lock
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.packages import recorded_packages
 from packaging.requirements import Requirement
@@ -22,48 +22,16 @@ PLUS_LOCK = REPO / "requirements" / "liberoplus.txt"
 # Harbor alone (the tests' ATIF validator), installed without its dependencies.
 HARBOR_LOCK = REPO / "requirements" / "harbor.txt"
 PROJECT = "mailroom"
-
-
-@dataclass(frozen=True)
-class Locked:
-    name: str
-    version: Version
-    hashes: tuple[str, ...]
-
-
-def parse_lock(text: str) -> dict[str, Locked]:
-    """`name==version \\` lines, each followed by its `--hash=sha256:...` lines."""
-    entries: list[tuple[Requirement, list[str]]] = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if raw[:1].isspace():
-            assert entries, f"a continuation line before any requirement: {raw!r}"
-            for option in line.removesuffix("\\").split():
-                assert option.startswith("--hash="), f"unexpected option in the lock: {option}"
-                entries[-1][1].append(option.removeprefix("--hash="))
-            continue
-        requirement = Requirement(line.removesuffix("\\").strip())
-        entries.append((requirement, []))
-    locked: dict[str, Locked] = {}
-    for requirement, hashes in entries:
-        specifiers = list(requirement.specifier)
-        assert len(specifiers) == 1 and specifiers[0].operator == "==", str(requirement)
-        name = canonicalize_name(requirement.name)
-        assert name not in locked, f"{name} is locked twice"
-        locked[name] = Locked(name, Version(specifiers[0].version), tuple(hashes))
-    return locked
+# LeRobot's own venv (the tests' real client of the LeRobot export): its .in asks, the
+# lock pins.
+LEROBOT_ASKED = REPO / "requirements" / "lerobot-client.in"
 
 
 @cache
 def lock() -> dict[str, Locked]:
-    """Every pinned package: the lock, LIBERO-Plus's own file and Harbor's."""
-    return {
-        **parse_lock(LOCK.read_text(encoding="utf-8")),
-        **parse_lock(PLUS_LOCK.read_text(encoding="utf-8")),
-        **parse_lock(HARBOR_LOCK.read_text(encoding="utf-8")),
-    }
+    """Every pinned package of mailroom's venv: the lock, LIBERO-Plus's own file and
+    Harbor's."""
+    return read_lock(LOCK, PLUS_LOCK, HARBOR_LOCK)
 
 
 def declared() -> list[Requirement]:
@@ -152,3 +120,19 @@ def test_the_manifest_records_the_locked_versions(tmp_path: Path) -> None:
         assert version is not None and Version(version) == entry.version, (
             f"{name}: the manifest records {version}, the lock pins {entry.version}"
         )
+
+
+def test_lerobot_s_venv_is_locked_with_hashes_at_what_it_asks() -> None:
+    locked = read_lock(*LEROBOT_LOCKS)
+    assert locked["lerobot"].version == Version("0.4.4")
+    assert locked["torch"].version == Version("2.14.1")
+    for entry in locked.values():
+        assert [h for h in entry.hashes if h.startswith("sha256:")], entry.name
+    for raw in LEROBOT_ASKED.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        asked = Requirement(line)
+        pinned = locked.get(canonicalize_name(asked.name))
+        assert pinned is not None, f"{asked} is asked for but not locked"
+        assert asked.specifier.contains(pinned.version, prereleases=True), str(asked)

@@ -1,7 +1,8 @@
 """`mailroom export --format lerobot` on real runs of the toy family (a real `mailroom
 launch`, its fake simulator, the sandboxed diagnostic actor acting five controls a call),
-each dataset read back by the rules of LeRobot's own loader (`lerobot_reader.py`) and
-compared with the attempt's records:
+each dataset read back by the rules of LeRobot's own loader (`lerobot_reader.py`) and by
+LeRobot itself (`LeRobotDataset` in its own venv, `lerobot_client.py`), and compared
+with the attempt's records:
 
 - one episode per attempt, in plan order, its frames the executed controls: each action
   the one steps.jsonl recorded; `observation.state` the state before it (the first
@@ -9,6 +10,8 @@ compared with the attempt's records:
   the control the native scorer first held at; `next.done` on the last frame;
 - each camera's frame k the image before control k: the PNG delivered where an
   observation went out at control k, else the episode video's frame k-1;
+- LeRobot's items the rows and images the reader found, a frame's next action
+  (`delta_timestamps`) padded at its episode's end, never the next episode's;
 - the task the instruction delivered; the run's identity in `meta/info.json`, and no
   path of this machine anywhere in the dataset;
 - a minimal record: no image feature; an attempt whose image is not the one delivered
@@ -29,7 +32,13 @@ import numpy as np
 import pytest
 import toy_family_runs
 from conftest import REPO, assert_usage_error, leaks_under, run_cli
+from lerobot_client import (
+    assert_lerobot_reads_what_the_reader_reads,
+    client_versions,
+    open_with_lerobot,
+)
 from lerobot_reader import assert_episode_matches_records, load_dataset
+from locked_packages import LEROBOT_LOCKS, read_lock
 from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.results.steps_file import STATE_LAYOUT
 from PIL import Image
@@ -111,6 +120,24 @@ def test_each_attempt_is_an_episode_of_its_records(
     # No path of this machine: the run, the mailbox, the checkout.
     needles = [str(run_dir), str(module_mailbox_root), str(REPO), str(run_dir.parent)]
     assert leaks_under(Path(summary["out"]), needles) == []
+
+
+def test_lerobot_s_own_loader_reads_each_episode_as_recorded(
+    full_run: tuple[Path, subprocess.CompletedProcess[str]],
+    minimal_run: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:
+    installed = client_versions()
+    locked = read_lock(*LEROBOT_LOCKS)
+    assert {n: str(e.version) for n, e in locked.items()} == {n: installed.get(n) for n in locked}
+    for (run_dir, exported), cameras in ((full_run, CAMERAS), (minimal_run, ())):
+        out = Path(_summary(exported)["out"])
+        client = open_with_lerobot(out, tmp_path / out.parent.name)
+        reader = load_dataset(out)
+        assert_lerobot_reads_what_the_reader_reads(client, reader, len(reader.frames), reader.fps)
+        for index in range(client.num_episodes):
+            assert_episode_matches_records(client, index, run_dir, cameras)
+        assert ("observation.state" in client.features) == (cameras == CAMERAS)
 
 
 def test_a_minimal_record_gives_a_dataset_without_images(

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import leaks_under, mailroom_exe
+from lerobot_client import assert_lerobot_reads_what_the_reader_reads, open_with_lerobot
 from lerobot_reader import assert_episode_matches_records, load_dataset
 from mailroom.mailbox.schemas import schema_errors
 
@@ -183,9 +184,9 @@ def test_the_demo_run_is_a_lerobot_dataset_of_its_records(
     demo_run: tuple[dict[str, Any], Path, Path], tmp_path: Path
 ) -> None:
     """`mailroom export --format lerobot` of a real LIBERO episode, read back by the rules
-    of LeRobot's loader: both cameras at the delivered 256 px, each image before its
-    control (the PNGs delivered, the episode video's frames between), 20 fps, the task as
-    delivered, and no path of this machine."""
+    of LeRobot's loader and by LeRobot's own `LeRobotDataset`: both cameras at the
+    delivered 256 px, each image before its control (the PNGs delivered, the episode
+    video's frames between), 20 fps, the task as delivered, and no path of this machine."""
     _, run_dir, mailbox_root = demo_run
     out = tmp_path / "dataset"
     exported = subprocess.run(
@@ -201,4 +202,7 @@ def test_the_demo_run_is_a_lerobot_dataset_of_its_records(
     for camera in cameras:
         assert dataset.info["features"][f"observation.images.{camera}"]["shape"] == [256, 256, 3]
     assert_episode_matches_records(dataset, 0, run_dir, cameras)
+    client = open_with_lerobot(out, tmp_path / "client")
+    assert_lerobot_reads_what_the_reader_reads(client, dataset, len(dataset.frames), 20)
+    assert_episode_matches_records(client, 0, run_dir, cameras)
     assert leaks_under(out, [str(run_dir), str(mailbox_root), str(run_dir.parent)]) == []

@@ -1,13 +1,14 @@
 """A LeRobot dataset (format v3.0) read back as LeRobot's own loader reads it, with
-pyarrow and av, checking every rule of the format's published structure on the way.
+pyarrow and av, checking every rule of the format's published structure on the way; and
+one episode of any reader (this one, or LeRobot's own `LeRobotDataset` through
+`lerobot_client.py`) held to its attempt's records.
 
-LeRobot itself (`lerobot` 0.4.4, the newest its package index offers here) cannot be
-installed beside mailroom: it requires `av<16` and `rerun-sdk<0.27`, where mailroom's
-lock holds av 18.1 and rerun-sdk 0.41 (its Rerun export is written against that API), and
-PyTorch (its Linux wheels pull several GiB of CUDA libraries on this GPU-less machine).
-So the rules its loader applies are applied here, from its source (`lerobot/datasets/`:
-`utils.py`, `dataset_metadata.py`, `io_utils.py`, `dataset_reader.py`,
-`video_utils.py`):
+LeRobot itself cannot be installed beside mailroom (`lerobot` 0.4.4, the newest its
+package index offers here, requires `av<16` and `rerun-sdk<0.27`, where mailroom's lock
+holds av 18.1 and rerun-sdk 0.41), so it runs in a venv of its own; this reader states
+the rules its loader applies, from its source (`lerobot/datasets/`: `utils.py`,
+`dataset_metadata.py`, `io_utils.py`, `dataset_reader.py`, `video_utils.py`), so that a
+broken rule is named, not only refused:
 
 - `meta/info.json`: `codebase_version` "v3.0" (a lower major version is refused); a
   positive integer `fps`; every feature a dtype, a shape and names, no "/" in a name; the
@@ -31,7 +32,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import av
 import numpy as np
@@ -223,8 +224,24 @@ def _difference(a: npt.NDArray[Any], b: npt.NDArray[Any]) -> float:
     return float(np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)).mean())
 
 
+class EpisodeSource(Protocol):
+    """A dataset as a reader handed it out: `LoadedDataset` or LeRobot's own."""
+
+    @property
+    def tasks(self) -> list[str]: ...
+
+    @property
+    def episodes(self) -> list[dict[str, Any]]: ...
+
+    def video_keys(self) -> list[str]: ...
+
+    def episode_frames(self, episode_index: int) -> list[dict[str, Any]]: ...
+
+    def episode_images(self, episode_index: int, key: str) -> list[npt.NDArray[np.uint8]]: ...
+
+
 def assert_episode_matches_records(
-    dataset: LoadedDataset, index: int, run_dir: Path, cameras: Sequence[str]
+    dataset: EpisodeSource, index: int, run_dir: Path, cameras: Sequence[str]
 ) -> None:
     """Episode `index` against its attempt's result, steps, first observation and, for
     each of `cameras` (none: a dataset without images), the images delivered and the
