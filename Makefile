@@ -11,12 +11,15 @@ PLUS_LOCK := requirements/liberoplus.txt
 # Harbor alone, for the tests' ATIF validator: it declares Python >=3.12 and a job
 # runner's dependencies; the two modules the tests use run on 3.11 with pydantic (see the file).
 HARBOR_LOCK := requirements/harbor.txt
-# LeRobot's own dataset loader, the tests' real client of the LeRobot export, in a venv of
-# its own (it pins av<16 and rerun-sdk<0.27; see requirements/lerobot.txt).
-LEROBOT_VENV := $(VENV)/clients/lerobot
-LEROBOT_STAMP := $(LEROBOT_VENV)/.install-stamp
+# The tests' real clients of the exports, each in a venv of its own because its pins clash
+# with mailroom's: LeRobot's dataset loader (av<16, rerun-sdk<0.27; requirements/lerobot.txt)
+# and inspect_scout's ATIF import (with Harbor's models, which declare Python >=3.12).
+CLIENTS := $(VENV)/clients
+LEROBOT_STAMP := $(CLIENTS)/lerobot/.install-stamp
 LEROBOT_LOCK := requirements/lerobot-client.txt
 LEROBOT_PIN := requirements/lerobot.txt
+SCOUT_STAMP := $(CLIENTS)/inspect_scout/.install-stamp
+SCOUT_LOCK := requirements/inspect-scout-client.txt
 # Strict editable installs link files one by one: a new module needs a reinstall.
 SOURCES := pyproject.toml setup.py $(shell find package mailbox orchestrator schemas prompts agents benchmarks -type f \( -name '*.py' -o -name '*.json' -o -name '*.txt' -o -name 'py.typed' \) 2>/dev/null)
 export MUJOCO_GL := egl
@@ -29,7 +32,7 @@ AGENT_CLIS := agent_clis
 AGENT_CLIS_STAMP := $(AGENT_CLIS)/node_modules/.install-stamp
 AGENT_SPECS := $(wildcard agents/*/install.json)
 
-.PHONY: demo test test-fast lint typecheck system-deps agent-clis lerobot-client lock docs clean
+.PHONY: demo test test-fast lint typecheck system-deps agent-clis clients lock docs clean
 
 $(STAMP): $(SOURCES) $(LOCK) $(PLUS_LOCK) $(HARBOR_LOCK)
 	@$(MAKE) --no-print-directory system-deps
@@ -58,17 +61,26 @@ $(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json 
 
 agent-clis: $(AGENT_CLIS_STAMP)
 
+# A client's venv: $(1) its folder, $(2) its lock, installed as locked, $(3) a package
+# installed alone (its own pins not followed). Everything by hash.
+define client_venv
+	@$(MAKE) --no-print-directory system-deps
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	$(1)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(2)
+	$(1)/bin/python -m pip install --quiet --no-deps --require-hashes --ignore-requires-python -r $(3)
+	@touch $(1)/.install-stamp
+endef
+
 # PyTorch's Linux wheels carry CUDA's libraries (about 5.5 GB installed); the loader runs
 # on the CPU. torchcodec decodes the videos with the system's FFmpeg (system-deps).
 $(LEROBOT_STAMP): $(LEROBOT_LOCK) $(LEROBOT_PIN)
-	@$(MAKE) --no-print-directory system-deps
-	@test -x $(LEROBOT_VENV)/bin/python || $(PYTHON) -m venv $(LEROBOT_VENV)
-	$(LEROBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LEROBOT_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LEROBOT_LOCK)
-	$(LEROBOT_VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(LEROBOT_PIN)
-	@touch $@
+	$(call client_venv,$(CLIENTS)/lerobot,$(LEROBOT_LOCK),$(LEROBOT_PIN))
 
-lerobot-client: $(LEROBOT_STAMP)
+$(SCOUT_STAMP): $(SCOUT_LOCK) $(HARBOR_LOCK)
+	$(call client_venv,$(CLIENTS)/inspect_scout,$(SCOUT_LOCK),$(HARBOR_LOCK))
+
+clients: $(LEROBOT_STAMP) $(SCOUT_STAMP)
 
 # Debian packages, installed where missing: Mesa's EGL on the CPU renders MuJoCo
 # headless; bubblewrap (with libseccomp's filter) confines every actor; the system Python
@@ -112,6 +124,8 @@ lock: $(UV)
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 	$(UV) pip compile --quiet requirements/lerobot-client.in --generate-hashes \
 		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LEROBOT_LOCK)
+	$(UV) pip compile --quiet requirements/inspect-scout-client.in --generate-hashes \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(SCOUT_LOCK)
 
 demo: $(STAMP) $(AGENT_CLIS_STAMP)
 	$(BIN)/mailroom demo
@@ -131,7 +145,7 @@ typecheck: $(STAMP)
 # once, the costliest first (tests/conftest.py). ruff and mypy --strict run as tests
 # (tests/contract/test_code_checks.py), the import layers too (test_layers.py). The
 # slowest tests are listed at the end.
-test: $(STAMP) $(AGENT_CLIS_STAMP) $(LEROBOT_STAMP)
+test: $(STAMP) $(AGENT_CLIS_STAMP) $(LEROBOT_STAMP) $(SCOUT_STAMP)
 	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=40
 
 # For a quick look while working: the quick tests (tests/unit and tests/contract: no

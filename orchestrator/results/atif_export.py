@@ -7,7 +7,8 @@
 
 A trajectory's steps, in order:
 
-    system   the launch message its actor was handed (the instruction text)
+    system   the launch message its actor was handed (the instruction text), at the
+             time the actor was started
     ...      the agent's own account before the first observation, if it printed one
     user     policy call n's observation: the document delivered, byte for byte as text,
              and its images (for a run recorded `full`; a minimal record kept none)
@@ -99,7 +100,10 @@ from mailroom.orchestrator.results.provider_requests import (
 from mailroom.orchestrator.results.usage import unmetered_reason
 from mailroom.timestamps import utc_timestamp
 
-ATIF_EXPORT_FORMAT = "mailroom.atif/v1"
+ATIF_EXPORT_FORMAT = "mailroom.atif/v2"
+# The versions of this export a destination may hold and be replaced (v1's index named the
+# ATIF version `schema_version`, which readers that sniff for ATIF took for a trajectory).
+ATIF_EXPORT_FORMATS = frozenset({"mailroom.atif/v1", ATIF_EXPORT_FORMAT})
 DEFAULT_ATIF_DIR = "atif"
 INDEX_FILE = "index.json"
 TRAJECTORY_FILE = "trajectory.json"
@@ -574,6 +578,7 @@ def _trajectory(
             Step(
                 step_id=steps.next_id,
                 source="system",
+                timestamp=_at(evidence.actor_started_at),
                 message=text,
                 extra=_mailroom("launch_message", instructions_version=version),
             )
@@ -639,6 +644,7 @@ def _trajectory(
     }
     trajectory = Trajectory(
         session_id=result.attempt_id,
+        trajectory_id=result.attempt_id,
         agent=_agent(manifest, result),
         steps=steps.steps,
         notes=(
@@ -656,7 +662,7 @@ def _trajectory(
 def _ours(out: Path) -> bool:
     try:
         index = json.loads((out / INDEX_FILE).read_text("utf-8"))
-        return bool(index.get("format") == ATIF_EXPORT_FORMAT)
+        return index.get("format") in ATIF_EXPORT_FORMATS
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -728,7 +734,7 @@ def export_atif(
             )
         index = {
             "format": ATIF_EXPORT_FORMAT,
-            "schema_version": ATIF_VERSION,
+            "atif_version": ATIF_VERSION,
             "run": identity,
             "trajectories": [
                 {"attempt_id": t.attempt_id, "file": t.file, "steps": t.steps} for t in exported

@@ -113,6 +113,7 @@ class FinalMetrics(_Atif):
 class Trajectory(_Atif):
     schema_version: Literal["ATIF-v1.7"] = ATIF_VERSION
     session_id: str
+    trajectory_id: str | None = None  # this document's own id (v1.7)
     agent: Agent
     steps: Annotated[list[Step], Field(min_length=1)]
     notes: str | None = None

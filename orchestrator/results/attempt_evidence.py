@@ -73,6 +73,7 @@ class AttemptEvidence:
     decisions: list[JudgedDecision]
     actions: npt.NDArray[np.float32]  # (controls, len(action_layout))
     states: npt.NDArray[np.float32] | None  # (controls, len(STATE_LAYOUT))
+    actor_started_at: float | None = None  # unix seconds the actor was started, if it was
 
 
 def _controls_before(executed: dict[int, int], sequence: int) -> int:
@@ -191,8 +192,11 @@ def read_evidence(
     executed: dict[int, int] = {}
     prefixes: dict[int, list[list[float]]] = {}
     served: dict[int, float | None] = {}
+    started: float | None = None
     for event in log.records:
         kind, sequence = event.get("event"), event_sequence(event)
+        if kind == "actor_started" and started is None:
+            started = _seconds(event, "t")
         if sequence is None:
             continue
         if kind == "observation_published":
@@ -242,6 +246,7 @@ def read_evidence(
         decisions=decisions,
         actions=actions,
         states=states,
+        actor_started_at=started,
     )
 
 

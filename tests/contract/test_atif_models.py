@@ -16,9 +16,15 @@ from pydantic import ValidationError
 VALID: dict[str, Any] = {
     "schema_version": ATIF_VERSION,
     "session_id": "case-a1",
+    "trajectory_id": "case-a1",
     "agent": {"name": "an_agent", "version": "sha256:00", "model_name": "m", "extra": {}},
     "steps": [
-        {"step_id": 1, "source": "system", "message": "the launch message"},
+        {
+            "step_id": 1,
+            "timestamp": "2026-12-06T22:17:01.120Z",
+            "source": "system",
+            "message": "the launch message",
+        },
         {
             "step_id": 2,
             "timestamp": "2026-12-06T22:17:08.948Z",

@@ -7,8 +7,9 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from conftest import REPO
-from locked_packages import LEROBOT_LOCKS, Locked, parse_lock, read_lock
+from locked_packages import LEROBOT_LOCKS, SCOUT_LOCKS, Locked, parse_lock, read_lock
 from mailroom.orchestrator.episode.settings import RunSettings
 from mailroom.orchestrator.families.packages import recorded_packages
 from packaging.requirements import Requirement
@@ -22,9 +23,6 @@ PLUS_LOCK = REPO / "requirements" / "liberoplus.txt"
 # Harbor alone (the tests' ATIF validator), installed without its dependencies.
 HARBOR_LOCK = REPO / "requirements" / "harbor.txt"
 PROJECT = "mailroom"
-# LeRobot's own venv (the tests' real client of the LeRobot export): its .in asks, the
-# lock pins.
-LEROBOT_ASKED = REPO / "requirements" / "lerobot-client.in"
 
 
 @cache
@@ -122,17 +120,26 @@ def test_the_manifest_records_the_locked_versions(tmp_path: Path) -> None:
         )
 
 
-def test_lerobot_s_venv_is_locked_with_hashes_at_what_it_asks() -> None:
-    locked = read_lock(*LEROBOT_LOCKS)
-    assert locked["lerobot"].version == Version("0.4.4")
-    assert locked["torch"].version == Version("2.14.1")
+@pytest.mark.parametrize(
+    ("locks", "asked", "pins"),
+    [
+        (LEROBOT_LOCKS, "lerobot-client.in", {"lerobot": "0.4.4", "torch": "2.14.1"}),
+        (SCOUT_LOCKS, "inspect-scout-client.in", {"inspect-scout": "0.6.1", "harbor": "0.26.0"}),
+    ],
+    ids=["lerobot", "inspect_scout"],
+)
+def test_each_client_venv_is_locked_with_hashes_at_what_it_asks(
+    locks: tuple[Path, ...], asked: str, pins: dict[str, str]
+) -> None:
+    locked = read_lock(*locks)
+    assert {name: str(locked[name].version) for name in pins} == pins
     for entry in locked.values():
         assert [h for h in entry.hashes if h.startswith("sha256:")], entry.name
-    for raw in LEROBOT_ASKED.read_text(encoding="utf-8").splitlines():
+    for raw in (REPO / "requirements" / asked).read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
-        asked = Requirement(line)
-        pinned = locked.get(canonicalize_name(asked.name))
-        assert pinned is not None, f"{asked} is asked for but not locked"
-        assert asked.specifier.contains(pinned.version, prereleases=True), str(asked)
+        requirement = Requirement(line)
+        pinned = locked.get(canonicalize_name(requirement.name))
+        assert pinned is not None, f"{requirement} is asked for but not locked"
+        assert requirement.specifier.contains(pinned.version, prereleases=True), line

@@ -29,12 +29,16 @@ from typing import Any
 
 import pytest
 import toy_family_runs
+from client_venvs import installed_versions
 from conftest import REPO, assert_usage_error, copied_actor, leaks_under, run_cli
 from gateway_profiles import anthropic_gateway_profile
 from harbor.models.trajectories import Trajectory
 from harbor.utils.trajectory_validator import TrajectoryValidator
+from locked_packages import SCOUT_LOCKS, read_lock
 from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
+from mailroom.timestamps import utc_timestamp
 from recorded_events import attempt_events
+from scout_client import assert_transcript_is_its_trajectory, import_with_inspect_scout
 from toy_family_runs import launch_toy, plan_toy
 
 KEY = "sk-standin-atif-0123456789abcdef-never-written"
@@ -122,7 +126,7 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
     assert [t["attempt_id"] for t in summary["trajectories"]] == attempts
     assert summary["skipped"] == []
     index = json.loads((out / "index.json").read_text())
-    assert index["format"] == "mailroom.atif/v1" and index["schema_version"] == "ATIF-v1.7"
+    assert index["format"] == "mailroom.atif/v2" and index["atif_version"] == "ATIF-v1.7"
 
     metered = 0
     for entry in summary["trajectories"]:
@@ -131,7 +135,7 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
         document = _trajectory(out / entry["file"])
         steps = document["steps"]
         assert [s["step_id"] for s in steps] == list(range(1, len(steps) + 1))
-        assert document["session_id"] == entry["attempt_id"]
+        assert document["session_id"] == document["trajectory_id"] == entry["attempt_id"]
         agent = document["agent"]
         assert agent["name"] == "accounted_agent" and agent["model_name"] == "claude-haiku-4-5"
         assert agent["extra"]["mailroom"]["model_verified"] is True
@@ -139,6 +143,8 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
         # The launch message first, the end last.
         launch = json.loads((attempt / "launch_message.json").read_text())
         assert _kind(steps[0]) == "launch_message" and steps[0]["source"] == "system"
+        [started] = [e for e in attempt_events(attempt) if e["event"] == "actor_started"]
+        assert steps[0]["timestamp"] == utc_timestamp(started["t"])
         assert "<endpoint>" in steps[0]["message"]
         assert steps[0]["message"].count("<endpoint>") == launch["instructions"].count(
             json.loads((attempt / "endpoint.json").read_text())["endpoint"]
@@ -207,6 +213,28 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
         assert account[-1]["message"] == "the episode ended"
         assert document["extra"]["mailroom"]["agent_account"]["format"] == "claude_stream_json"
     assert metered == len(provider.requests())
+
+
+def test_inspect_scout_imports_each_trajectory_as_a_transcript(
+    run: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """An agent-trajectory tool reads the export as it reads Harbor's agents': every
+    trajectory a transcript, nothing skipped or taken for one (index.json), every image
+    loaded."""
+    installed = installed_versions("inspect_scout")
+    locked = read_lock(*SCOUT_LOCKS)
+    assert {n: str(e.version) for n, e in locked.items()} == {n: installed.get(n) for n in locked}
+    run_dir, env = run
+    out = tmp_path / "atif"
+    exported = _export(run_dir, env, "--out", str(out))
+    assert exported.returncode == 0, exported.stderr
+    imported = import_with_inspect_scout(out, tmp_path / "scout")
+    assert imported["warnings"] == []
+    transcripts = {t["transcript_id"]: t for t in imported["transcripts"]}
+    attempts = sorted(p.name for p in (run_dir / "episodes").iterdir())
+    assert sorted(transcripts) == attempts
+    for attempt in attempts:
+        assert_transcript_is_its_trajectory(transcripts[attempt], out / attempt)
 
 
 def test_no_export_holds_a_key_or_a_path_of_this_machine(

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pytest
 import toy_family_runs
+from client_venvs import installed_versions
 from conftest import REPO, assert_usage_error, leaks_under, run_cli
 from lerobot_client import (
     assert_lerobot_reads_what_the_reader_reads,
-    client_versions,
     open_with_lerobot,
 )
 from lerobot_reader import assert_episode_matches_records, load_dataset
@@ -127,7 +127,7 @@ def test_lerobot_s_own_loader_reads_each_episode_as_recorded(
     minimal_run: tuple[Path, subprocess.CompletedProcess[str]],
     tmp_path: Path,
 ) -> None:
-    installed = client_versions()
+    installed = installed_versions("lerobot")
     locked = read_lock(*LEROBOT_LOCKS)
     assert {n: str(e.version) for n, e in locked.items()} == {n: installed.get(n) for n in locked}
     for (run_dir, exported), cameras in ((full_run, CAMERAS), (minimal_run, ())):

@@ -39,6 +39,7 @@ from mailroom.orchestrator.perf.provider_standin.gemini_standin import GeminiSta
 from mailroom.orchestrator.perf.provider_standin.http_standin import Recorded, ScriptedStandIn
 from mailroom.orchestrator.perf.provider_standin.openai_standin import OpenAIStandIn
 from recorded_events import attempt_events
+from scout_client import assert_transcript_is_its_trajectory, import_with_inspect_scout
 
 ACT_DECISIONS = 3
 # Not a key: what the sandboxed agent sends its stand-in provider, searched for in the
@@ -267,7 +268,8 @@ def test_a_real_agent_cli_runs_a_confined_episode_and_the_audit_is_clean(
 def _assert_atif_export(
     run_dir: Path, attempt: Path, endpoint: Path, answered: str, cli: AgentCli
 ) -> None:
-    """The run as an ATIF trajectory, held to Harbor's validator: the agent's own account
+    """The run as an ATIF trajectory, held to Harbor's validator and imported by
+    inspect_scout as a transcript of it: the agent's own account
     read by its parser (tool calls with their results, unverified), each response with
     the model that answered and the metered tokens adding up to the result's; neither
     the key nor the endpoint's path in it."""
@@ -300,6 +302,10 @@ def _assert_atif_export(
     assert sum(m["completion_tokens"] for m in metered) <= usage["output_tokens"]
     assert document["agent"]["extra"]["mailroom"]["answering_models"][0]["model"] == answered
     out = Path(summary["out"])
+    imported = import_with_inspect_scout(out, run_dir.parent / "scout")
+    assert imported["warnings"] == []
+    [transcript] = imported["transcripts"]
+    assert_transcript_is_its_trajectory(transcript, path.parent)
     assert _files_holding(out, KEY.encode()) == []
     assert _files_holding(out, str(endpoint).encode()) == []
     assert _files_holding(out, str(run_dir).encode()) == []

@@ -1,19 +1,12 @@
 """A LeRobot export opened by LeRobot itself: `lerobot`'s `LeRobotDataset` in its own
-venv (`make lerobot-client`, requirements/lerobot.txt), run offline on the dataset by
+venv (`client_venvs.py`, requirements/lerobot.txt), run offline on the dataset by
 `clients/lerobot_loader.py`; what it read comes back as a `ClientDataset`, which
 `lerobot_reader.assert_episode_matches_records` holds to the run's records like the
-structural reader's.
-
-LeRobot cannot live in mailroom's venv (it pins av<16 and rerun-sdk<0.27), so a test
-that needs it runs it there. A missing client venv fails the test, naming the make
-target: no test is skipped for it.
-"""
+structural reader's."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,13 +14,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from conftest import REPO
+from client_venvs import run_client
 from lerobot_reader import EpisodeSource
-from packaging.utils import canonicalize_name
 
-CLIENT_VENV = REPO / ".venv" / "clients" / "lerobot"
-CLIENT_PYTHON = CLIENT_VENV / "bin" / "python"
-LOADER = Path(__file__).parent / "clients" / "lerobot_loader.py"
+CLIENT = "lerobot"
 
 
 @dataclass(frozen=True)
@@ -62,39 +52,12 @@ class ClientDataset:
         ]
 
 
-def client_versions() -> dict[str, str]:
-    """The client venv's installed distributions, by name."""
-    found = subprocess.run(
-        [str(CLIENT_PYTHON), "-m", "pip", "list", "--format=json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert found.returncode == 0, found.stderr
-    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(found.stdout)}
-
-
 def open_with_lerobot(root: Path, scratch: Path) -> ClientDataset:
     """The dataset at `root` as `LeRobotDataset` reads it (`scratch`: a folder of the
-    test's for the client's output and Hugging Face's caches)."""
-    if not CLIENT_PYTHON.exists():
-        pytest.fail(f"LeRobot's venv is missing ({CLIENT_VENV}): run `make lerobot-client`")
+    test's for the client's output, home and caches)."""
     scratch.mkdir(parents=True, exist_ok=True)
     out = scratch / "read.npz"
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",  # a complete local dataset never reaches the Hub
-        "HF_HOME": str(scratch / "hf-home"),
-        "PYTHONNOUSERSITE": "1",
-    }
-    read = subprocess.run(
-        [str(CLIENT_PYTHON), str(LOADER), str(root), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert read.returncode == 0, f"LeRobotDataset could not read {root}:\n{read.stderr[-4000:]}"
+    run_client(CLIENT, "lerobot_loader.py", scratch, str(root), str(out))
     with np.load(out) as saved:
         document = json.loads(str(saved["document"]))
         images = {name: np.asarray(saved[name]) for name in saved.files if name != "document"}

@@ -11,8 +11,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements"
-# LeRobot's own venv: its loader's dependencies, and lerobot installed alone.
+# The exports' real clients' venvs (`make clients`): each its lock and the package
+# installed alone beside it (lerobot; Harbor's models for inspect_scout).
 LEROBOT_LOCKS = (REQUIREMENTS / "lerobot-client.txt", REQUIREMENTS / "lerobot.txt")
+SCOUT_LOCKS = (REQUIREMENTS / "inspect-scout-client.txt", REQUIREMENTS / "harbor.txt")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,64 @@
+"""The venvs of the exports' real clients (`make clients`, which `make test` builds):
+LeRobot's dataset loader and inspect_scout's ATIF import, each in `.venv/clients/<name>`
+because its pins clash with mailroom's. A test runs a client's script there, on files
+of its own, with a home and caches of its own. A missing venv fails the test, naming the
+make target: no test is skipped for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from packaging.utils import canonicalize_name
+
+CLIENTS = REPO / ".venv" / "clients"
+SCRIPTS = Path(__file__).parent / "clients"
+
+
+def client_python(name: str) -> Path:
+    python = CLIENTS / name / "bin" / "python"
+    if not python.exists():
+        pytest.fail(f"the {name} client's venv is missing ({python.parent.parent}): make clients")
+    return python
+
+
+def installed_versions(name: str) -> dict[str, str]:
+    """The client venv's installed distributions, by canonical name."""
+    found = subprocess.run(
+        [str(client_python(name)), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(found.stdout)}
+
+
+def run_client(name: str, script: str, scratch: Path, *args: str) -> None:
+    """Run `clients/<script>` with `args` in the client's venv, offline, its home and
+    caches in `scratch`; fails the test with its stderr when it fails."""
+    home = scratch / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "HF_HOME": str(home / "hf"),
+        "HF_HUB_OFFLINE": "1",  # a complete local dataset never reaches the Hub
+        "PYTHONNOUSERSITE": "1",
+    }
+    ran = subprocess.run(
+        [str(client_python(name)), str(SCRIPTS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert ran.returncode == 0, f"{name} failed on {args}:\n{ran.stderr[-4000:]}"
