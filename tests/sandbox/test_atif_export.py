@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 import toy_family_runs
+from accounted_runs import ATTEMPTS, KEY, launch_accounted_run
 from client_venvs import installed_versions
-from conftest import REPO, assert_usage_error, copied_actor, leaks_under, run_cli
-from gateway_profiles import anthropic_gateway_profile
+from conftest import REPO, assert_usage_error, leaks_under, run_cli
 from harbor.models.trajectories import Trajectory
 from harbor.utils.trajectory_validator import TrajectoryValidator
 from locked_packages import SCOUT_LOCKS, read_lock
@@ -39,28 +39,11 @@ from mailroom.orchestrator.perf.provider_standin.anthropic_standin import Anthro
 from mailroom.timestamps import utc_timestamp
 from recorded_events import attempt_events
 from scout_client import assert_transcript_is_its_trajectory, import_with_inspect_scout
-from toy_family_runs import launch_toy, plan_toy
 
-KEY = "sk-standin-atif-0123456789abcdef-never-written"
-FIRST = "toyworld_shelf-t000-i00-o0-s20260907-a1"
+FIRST = ATTEMPTS[0]
 
 # A fixture of tests/support, used by name.
 toy_env = toy_family_runs.toy_env
-
-
-def _profile(folder: Path, actor: Path) -> Path:
-    folder.mkdir()
-    shutil.copyfile(actor, folder / "actor.py")
-    profile = anthropic_gateway_profile(
-        "accounted_agent",
-        "an agent-like test actor that prints its account as Claude Code does",
-        {
-            "command": ["{python}", "{profile_dir}/actor.py", "{endpoint}"],
-            "trace": "claude_stream_json",
-        },
-    )
-    (folder / "profile.json").write_text(json.dumps(profile))
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -77,23 +60,7 @@ def run(
     module_mailbox_root: Path,
 ) -> tuple[Path, dict[str, str]]:
     base = tmp_path_factory.mktemp("atif")
-    actor = copied_actor(base / "actors", "accounted_agent_actor.py")
-    profile = _profile(base / "accounted_agent", actor)
-    env = {
-        **{k: v for k, v in toy_env.items() if not k.startswith("ANTHROPIC_")},
-        "ANTHROPIC_API_KEY": KEY,
-        "ANTHROPIC_BASE_URL": provider.origin,
-    }
-    plan = plan_toy(base / "plan.json", "toyworld_shelf", env)
-    run_dir = base / "run"
-    launch_toy(
-        plan,
-        run_dir,
-        module_mailbox_root / "atif",
-        env,
-        *("--profile", str(profile), "--max-policy-calls", "3", "--record", "full"),
-    )
-    return run_dir, env
+    return launch_accounted_run(base, toy_env, provider.origin, module_mailbox_root / "atif")
 
 
 def _export(run_dir: Path, env: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:

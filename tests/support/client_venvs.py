@@ -20,31 +20,19 @@ CLIENTS = REPO / ".venv" / "clients"
 SCRIPTS = Path(__file__).parent / "clients"
 
 
-def client_python(name: str) -> Path:
-    python = CLIENTS / name / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"the {name} client's venv is missing ({python.parent.parent}): make clients")
-    return python
+def client_program(name: str, program: str = "python") -> Path:
+    """`program` of the client's venv (its Python, or a command it installed)."""
+    path = CLIENTS / name / "bin" / program
+    if not path.exists():
+        pytest.fail(f"the {name} client's venv has no {program} ({path.parent}): make clients")
+    return path
 
 
-def installed_versions(name: str) -> dict[str, str]:
-    """The client venv's installed distributions, by canonical name."""
-    found = subprocess.run(
-        [str(client_python(name)), "-m", "pip", "list", "--format=json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert found.returncode == 0, found.stderr
-    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(found.stdout)}
-
-
-def run_client(name: str, script: str, scratch: Path, *args: str) -> None:
-    """Run `clients/<script>` with `args` in the client's venv, offline, its home and
-    caches in `scratch`; fails the test with its stderr when it fails."""
+def client_env(scratch: Path) -> dict[str, str]:
+    """A client's environment: offline, its home and caches in `scratch`."""
     home = scratch / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {
+    return {
         **os.environ,
         "HOME": str(home),
         "XDG_CACHE_HOME": str(home / ".cache"),
@@ -54,11 +42,28 @@ def run_client(name: str, script: str, scratch: Path, *args: str) -> None:
         "HF_HUB_OFFLINE": "1",  # a complete local dataset never reaches the Hub
         "PYTHONNOUSERSITE": "1",
     }
+
+
+def installed_versions(name: str) -> dict[str, str]:
+    """The client venv's installed distributions, by canonical name."""
+    found = subprocess.run(
+        [str(client_program(name)), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    return {canonicalize_name(p["name"]): p["version"] for p in json.loads(found.stdout)}
+
+
+def run_client(name: str, script: str, scratch: Path, *args: str) -> None:
+    """Run `clients/<script>` with `args` in the client's venv (`client_env(scratch)`);
+    fails the test with its stderr when it fails."""
     ran = subprocess.run(
-        [str(client_python(name)), str(SCRIPTS / script), *args],
+        [str(client_program(name)), str(SCRIPTS / script), *args],
         capture_output=True,
         text=True,
         timeout=600,
-        env=env,
+        env=client_env(scratch),
     )
     assert ran.returncode == 0, f"{name} failed on {args}:\n{ran.stderr[-4000:]}"
