@@ -14,7 +14,8 @@ A trajectory's steps, in order:
              and its images (for a run recorded `full`; a minimal record kept none)
     agent    the agent's own account placed at policy call n (each text, thinking, tool
              call with its output), marked `verified: false`: it is what the agent says,
-             read from its captured output by its agent's trace parser
+             read from its captured output by its agent's trace parser; up to its tool
+             call that names `resp-<n>.json`, the rest after response n
     agent    response n, verbatim, with its verdict and the feedback the next observation
              carried, its decision latency, the model that answered and the tokens and
              cost the gateway metered while observation n was the latest (`metrics`)
@@ -348,6 +349,21 @@ def _account_step(step: AccountStep, number: int) -> Step:
     )
 
 
+def split_at_answer(
+    steps: Sequence[AccountStep], sequence: int
+) -> tuple[list[AccountStep], list[AccountStep]]:
+    """The account placed at policy call `sequence`, cut after the last tool call whose
+    command names its response file (`resp-<n>.json`): what the agent did up to its
+    answer, and what it went on to do after it (shown after the evaluator's response
+    step). Without such a call, all of it comes before the response."""
+    named = f"resp-{sequence}.json"
+    for index in range(len(steps) - 1, -1, -1):
+        step = steps[index]
+        if step.kind == "tool" and step.call is not None and named in step.call.text:
+            return list(steps[: index + 1]), list(steps[index + 1 :])
+    return list(steps), []
+
+
 class _Steps:
     """A trajectory's steps, numbered as they are added."""
 
@@ -588,12 +604,16 @@ def _trajectory(
     decisions = {d.sequence: d for d in evidence.decisions}
     for observation in evidence.observations:
         steps.add(_observation_step(steps.next_id, evidence, observation, images))
-        if placed is not None:
-            steps.add_account(placed.decisions.get(observation.sequence, []))
+        at = placed.decisions.get(observation.sequence, []) if placed is not None else []
         decision = decisions.get(observation.sequence)
-        if decision is not None:
-            used = by_decision.get(observation.sequence, [])
-            steps.add(_response_step(steps.next_id, evidence, decision, used, provider))
+        if decision is None:
+            steps.add_account(at)
+            continue
+        answering, afterwards = split_at_answer(at, observation.sequence)
+        steps.add_account(answering)
+        used = by_decision.get(observation.sequence, [])
+        steps.add(_response_step(steps.next_id, evidence, decision, used, provider))
+        steps.add_account(afterwards)
     if placed is not None:
         steps.add_account(placed.after)
     ended = f"The episode ended: {result.outcome}" + (
