@@ -1,4 +1,4 @@
-"""Run by LeRobot's own venv (`make lerobot-client`), never by mailroom's: open a LeRobot
+"""Run by LeRobot's own venv (`make clients`), never by mailroom's: open a LeRobot
 dataset with `lerobot`'s `LeRobotDataset`, offline, and write out what it reads, for
 `lerobot_client.py` to compare with a run's records.
 
