@@ -61,11 +61,12 @@ $(AGENT_CLIS_STAMP): $(AGENT_CLIS)/package.json $(AGENT_CLIS)/package-lock.json 
 
 agent-clis: $(AGENT_CLIS_STAMP)
 
-# A client's venv: $(1) its folder, $(2) its lock, installed as locked, $(3) a package
-# installed alone (its own pins not followed). Everything by hash.
+# A client's venv, made anew whenever its locks change (so that it holds exactly what they
+# pin): $(1) its folder, $(2) its lock, installed as locked, $(3) a package installed alone
+# (its own pins not followed). Every package of the locks by hash.
 define client_venv
-	@$(MAKE) --no-print-directory system-deps
-	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	rm -rf $(1)
+	$(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install --quiet --upgrade pip
 	$(1)/bin/python -m pip install --quiet --no-deps --require-hashes -r $(2)
 	$(1)/bin/python -m pip install --quiet --no-deps --require-hashes --ignore-requires-python -r $(3)
@@ -74,10 +75,10 @@ endef
 
 # PyTorch's Linux wheels carry CUDA's libraries (about 5.5 GB installed); the loader runs
 # on the CPU. torchcodec decodes the videos with the system's FFmpeg (system-deps).
-$(LEROBOT_STAMP): $(LEROBOT_LOCK) $(LEROBOT_PIN)
+$(LEROBOT_STAMP): $(LEROBOT_LOCK) $(LEROBOT_PIN) | $(STAMP)
 	$(call client_venv,$(CLIENTS)/lerobot,$(LEROBOT_LOCK),$(LEROBOT_PIN))
 
-$(SCOUT_STAMP): $(SCOUT_LOCK) $(HARBOR_LOCK)
+$(SCOUT_STAMP): $(SCOUT_LOCK) $(HARBOR_LOCK) | $(STAMP)
 	$(call client_venv,$(CLIENTS)/inspect_scout,$(SCOUT_LOCK),$(HARBOR_LOCK))
 
 clients: $(LEROBOT_STAMP) $(SCOUT_STAMP)

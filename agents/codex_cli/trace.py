@@ -21,7 +21,6 @@ from mailroom.orchestrator.actors.agent_trace import (
     TraceReader,
     as_text,
     integer,
-    mailbox_marks,
     result_text,
     short_name,
 )
@@ -47,7 +46,7 @@ def _fill(step: Step, item: dict[str, Any]) -> None:
         command = item.get("command")
         step.tool = "command"
         step.call = Clipped.of(command if isinstance(command, str) else as_text(command))
-        step.marks, step.closes = mailbox_marks(command if isinstance(command, str) else "")
+        step.mark(command if isinstance(command, str) else "")
         output = item.get("aggregated_output")
         if isinstance(output, str) and (output or status != "in_progress"):
             step.output = Clipped.of(output)
@@ -63,13 +62,13 @@ def _fill(step: Step, item: dict[str, Any]) -> None:
         text = "\n".join(listed)
         step.tool = "file_change"
         step.call = Clipped.of(text)
-        step.marks, step.closes = mailbox_marks(text)
+        step.mark(text)
         step.is_error = status == "failed" if status else None
     elif kind == "mcp_tool_call":
         text = as_text(item.get("arguments"))
         step.tool = f"{short_name(item.get('server')) or '?'}.{short_name(item.get('tool')) or '?'}"
         step.call = Clipped.of(text)
-        step.marks, step.closes = mailbox_marks(text)
+        step.mark(text)
         result, error = item.get("result"), item.get("error")
         if isinstance(error, dict):
             step.output = Clipped.of(as_text(error.get("message")))
@@ -97,7 +96,7 @@ def _fill(step: Step, item: dict[str, Any]) -> None:
         text = as_text(item)
         step.tool = short_name(kind) or "(unknown item)"
         step.call = Clipped.of(text)
-        step.marks, step.closes = mailbox_marks(text)
+        step.mark(text)
 
 
 def read_event(

@@ -101,7 +101,9 @@ class Step:
     `text`: its words (kinds text, thinking), what it was handed (input), the final
     result, an error or a note. `tool`, `call`, `output`, `exit_code`, `is_error` and
     `status`: a tool call (kind tool) and its result, when the trace gives them.
-    `marks` and `closes`: the mailbox names its command or input names (see `assign`).
+    `marks` and `closes`: the mailbox names its command or input names (see `assign`);
+    `answers`: the policy calls whose response file (`resp-<n>.json`) it names. All
+    three are read from the whole command, before it is clipped (`mark`).
     """
 
     kind: StepKind
@@ -115,6 +117,14 @@ class Step:
     status: str | None = None
     marks: tuple[int, ...] = ()
     closes: bool = False
+    answers: tuple[int, ...] = ()
+
+    def mark(self, text: str) -> None:
+        """Mark the step by the mailbox names in the whole of `text`."""
+        self.marks, self.closes = mailbox_marks(text)
+        self.answers = tuple(
+            sorted({int(m.group(2)) for m in _MAILBOX_NAME.finditer(text) if m.group(2)})
+        )
 
 
 @dataclass
@@ -219,15 +229,9 @@ def result_text(content: Any) -> str:
 
 def tool_call(line: int, tool: str | None, call_text: str) -> Step:
     """A tool call's step, marked by the mailbox names in the whole of `call_text`."""
-    marks, closes = mailbox_marks(call_text)
-    return Step(
-        "tool",
-        line,
-        tool=tool,
-        call=Clipped.of(call_text),
-        marks=marks,
-        closes=closes,
-    )
+    step = Step("tool", line, tool=tool, call=Clipped.of(call_text))
+    step.mark(call_text)
+    return step
 
 
 class TraceReader:

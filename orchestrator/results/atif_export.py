@@ -147,7 +147,7 @@ class AtifExportSummary:
     def document(self) -> dict[str, Any]:
         return {
             "format": "atif",
-            "schema_version": ATIF_VERSION,
+            "atif_version": ATIF_VERSION,
             "out": str(self.out_dir),
             "trajectories": [
                 {
@@ -353,13 +353,12 @@ def split_at_answer(
     steps: Sequence[AccountStep], sequence: int
 ) -> tuple[list[AccountStep], list[AccountStep]]:
     """The account placed at policy call `sequence`, cut after the last tool call whose
-    command names its response file (`resp-<n>.json`): what the agent did up to its
-    answer, and what it went on to do after it (shown after the evaluator's response
-    step). Without such a call, all of it comes before the response."""
-    named = f"resp-{sequence}.json"
+    command names its response file (`resp-<n>.json`, read from the whole command):
+    what the agent did up to its answer, and what it went on to do after it (shown after
+    the evaluator's response step). Without such a call, all of it comes before."""
     for index in range(len(steps) - 1, -1, -1):
         step = steps[index]
-        if step.kind == "tool" and step.call is not None and named in step.call.text:
+        if step.kind == "tool" and sequence in step.answers:
             return list(steps[: index + 1]), list(steps[index + 1 :])
     return list(steps), []
 
@@ -663,8 +662,10 @@ def _trajectory(
         }
     }
     trajectory = Trajectory(
-        session_id=result.attempt_id,
-        trajectory_id=result.attempt_id,
+        # An attempt's id comes from the plan: two runs of one plan share them, so a
+        # trajectory is named by its run as well (readers key transcripts on it).
+        session_id=f"{identity['run_id']}:{result.attempt_id}",
+        trajectory_id=f"{identity['run_id']}:{result.attempt_id}",
         agent=_agent(manifest, result),
         steps=steps.steps,
         notes=(
@@ -682,7 +683,8 @@ def _trajectory(
 def _ours(out: Path) -> bool:
     try:
         index = json.loads((out / INDEX_FILE).read_text("utf-8"))
-        return index.get("format") in ATIF_EXPORT_FORMATS
+        written = index.get("format")
+        return isinstance(written, str) and written in ATIF_EXPORT_FORMATS
     except (OSError, ValueError, AttributeError):
         return False
 

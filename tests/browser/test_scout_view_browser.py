@@ -13,8 +13,10 @@ driven by Playwright in Debian's chromium.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,25 +73,24 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def viewer(transcripts: Path) -> Iterator[str]:
-    """`scout view` on the transcripts for the module: the address it serves."""
+    """`scout view` on the transcripts for the module: the address it serves. What it
+    prints goes to a file (a pipe nobody reads could fill and stop it)."""
     port = _free_port()
     scout = str(client_program(CLIENT, "scout"))
-    server = subprocess.Popen(
-        [scout, "view", "-T", str(transcripts), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=client_env(transcripts.parent / "scout"),
-    )
-    assert server.stdout is not None
-    said: list[str] = []
+    log = transcripts.parent / "scout-view.log"
+    with log.open("w") as output:
+        server = subprocess.Popen(
+            [scout, "view", "-T", str(transcripts), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=client_env(transcripts.parent / "scout"),
+        )
     try:
-        while True:
-            line = server.stdout.readline()
-            assert line, f"scout view ended before it served: {''.join(said)[-2000:]}"
-            said.append(line)
-            if f"Running on http://127.0.0.1:{port}" in line:
-                break
+        deadline = time.monotonic() + 120
+        while f"Running on http://127.0.0.1:{port}" not in log.read_text():
+            assert server.poll() is None, f"scout view ended: {log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, f"scout view never served: {log.read_text()}"
+            time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/"
     finally:
         server.terminate()
@@ -97,7 +98,7 @@ def viewer(transcripts: Path) -> Iterator[str]:
 
 
 def test_scout_s_viewer_lists_each_attempt_and_shows_its_messages(
-    viewer: str, browser: object
+    viewer: str, transcripts: Path, browser: object
 ) -> None:
     page = Page(browser, viewer)
     page.page.get_by_text(f"{len(ATTEMPTS)} items").wait_for(timeout=30_000)
@@ -107,7 +108,9 @@ def test_scout_s_viewer_lists_each_attempt_and_shows_its_messages(
     header = page.page.get_by_text("TRANSCRIPT —")
     header.wait_for(timeout=30_000)
     shown = header.inner_text().split("—", 1)[1].strip()
-    assert shown in ATTEMPTS
+    run_id, attempt = shown.split(":", 1)  # named by its run and attempt
+    manifest = json.loads((transcripts.parent / "run" / "manifest.json").read_text())
+    assert run_id == manifest["run_id"] and attempt in ATTEMPTS
     # With model events the events come first; the messages are the next tab.
     page.page.locator("#transcript-messages").click()
     page.page.get_by_text("SYSTEM").first.wait_for(timeout=30_000)
@@ -115,7 +118,13 @@ def test_scout_s_viewer_lists_each_attempt_and_shows_its_messages(
     assert "accounted_agent" in text
     assert "You are controlling a simulated robot arm" in text  # the launch message
     assert "outbox/obs-1.json" in text  # the agent's own tool call
-    assert '"decision"' in text or "decision:" in text  # a response
+    trajectory = json.loads((transcripts.parent / "atif" / attempt / "trajectory.json").read_text())
+    responses = [
+        json.loads(step["message"])
+        for step in trajectory["steps"]
+        if step["extra"]["mailroom"]["kind"] == "response"
+    ]
+    assert responses and all(r["request_id"] in text for r in responses)  # each response
     page.keep("scout-view-transcript.png")
     # The agent's words are data: shown as text, never run.
     page.page.get_by_text(MARKUP).first.wait_for(timeout=30_000)

@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 import toy_family_runs
 from accounted_runs import ATTEMPTS, KEY, launch_accounted_run
-from client_venvs import installed_versions
+from client_venvs import assert_installed_as_locked
 from conftest import REPO, assert_usage_error, leaks_under, run_cli
 from harbor.models.trajectories import Trajectory
 from harbor.utils.trajectory_validator import TrajectoryValidator
-from locked_packages import SCOUT_LOCKS, read_lock
+from locked_packages import SCOUT_LOCKS
 from mailroom.orchestrator.perf.provider_standin.anthropic_standin import AnthropicStandIn
 from mailroom.timestamps import utc_timestamp
 from recorded_events import attempt_events
@@ -96,13 +96,15 @@ def test_each_attempt_is_a_valid_trajectory_of_its_records(
     assert index["format"] == "mailroom.atif/v2" and index["atif_version"] == "ATIF-v1.7"
 
     metered = 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
     for entry in summary["trajectories"]:
         attempt = run_dir / "episodes" / entry["attempt_id"]
         result = json.loads((attempt / "result.json").read_text())
         document = _trajectory(out / entry["file"])
         steps = document["steps"]
         assert [s["step_id"] for s in steps] == list(range(1, len(steps) + 1))
-        assert document["session_id"] == document["trajectory_id"] == entry["attempt_id"]
+        named = f"{manifest['run_id']}:{entry['attempt_id']}"  # unique across runs of a plan
+        assert document["session_id"] == document["trajectory_id"] == named
         agent = document["agent"]
         assert agent["name"] == "accounted_agent" and agent["model_name"] == "claude-haiku-4-5"
         assert agent["extra"]["mailroom"]["model_verified"] is True
@@ -188,9 +190,7 @@ def test_inspect_scout_imports_each_trajectory_as_a_transcript(
     """An agent-trajectory tool reads the export as it reads Harbor's agents': every
     trajectory a transcript, nothing skipped or taken for one (index.json), every image
     loaded."""
-    installed = installed_versions("inspect_scout")
-    locked = read_lock(*SCOUT_LOCKS)
-    assert {n: str(e.version) for n, e in locked.items()} == {n: installed.get(n) for n in locked}
+    assert_installed_as_locked("inspect_scout", SCOUT_LOCKS)
     run_dir, env = run
     out = tmp_path / "atif"
     exported = _export(run_dir, env, "--out", str(out))
@@ -199,9 +199,10 @@ def test_inspect_scout_imports_each_trajectory_as_a_transcript(
     assert imported["warnings"] == []
     transcripts = {t["transcript_id"]: t for t in imported["transcripts"]}
     attempts = sorted(p.name for p in (run_dir / "episodes").iterdir())
-    assert sorted(transcripts) == attempts
+    run_id = json.loads((run_dir / "manifest.json").read_text())["run_id"]
+    assert sorted(transcripts) == [f"{run_id}:{attempt}" for attempt in attempts]
     for attempt in attempts:
-        assert_transcript_is_its_trajectory(transcripts[attempt], out / attempt)
+        assert_transcript_is_its_trajectory(transcripts[f"{run_id}:{attempt}"], out / attempt)
 
 
 def test_no_export_holds_a_key_or_a_path_of_this_machine(
@@ -244,6 +245,20 @@ def test_one_attempt_and_what_is_refused_or_skipped(
     assert_usage_error(refused, "is not a trajectory export this export wrote")
     assert (foreign / "notes.txt").read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+    # A folder an earlier version of this export wrote is replaced; an index whose
+    # format is no text is not this export's.
+    older = tmp_path / "older"
+    older.mkdir()
+    (older / "index.json").write_text(json.dumps({"format": "mailroom.atif/v1"}))
+    (older / "stale.txt").write_text("from v1")
+    replaced = _export(run_dir, env, "--attempt", FIRST, "--out", str(older))
+    assert replaced.returncode == 0, replaced.stderr
+    assert not (older / "stale.txt").exists() and (older / FIRST / "trajectory.json").is_file()
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "index.json").write_text(json.dumps({"format": ["mailroom.atif/v2"]}))
+    assert_usage_error(_export(run_dir, env, "--out", str(odd)), "is not a trajectory export")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
     # A copy of the run with one image that is not what was delivered: that attempt is
     # skipped and listed, the other exported; then one requests file that says less

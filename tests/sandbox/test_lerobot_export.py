@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 import pytest
 import toy_family_runs
-from client_venvs import installed_versions
+from client_venvs import assert_installed_as_locked
 from conftest import REPO, assert_usage_error, leaks_under, run_cli
 from lerobot_client import (
     assert_lerobot_reads_what_the_reader_reads,
     open_with_lerobot,
 )
 from lerobot_reader import assert_episode_matches_records, load_dataset
-from locked_packages import LEROBOT_LOCKS, read_lock
+from locked_packages import LEROBOT_LOCKS
 from mailroom.hashing import sha256_bytes
 from mailroom.orchestrator.results.steps_file import STATE_LAYOUT
 from PIL import Image
@@ -127,12 +127,11 @@ def test_lerobot_s_own_loader_reads_each_episode_as_recorded(
     minimal_run: tuple[Path, subprocess.CompletedProcess[str]],
     tmp_path: Path,
 ) -> None:
-    installed = installed_versions("lerobot")
-    locked = read_lock(*LEROBOT_LOCKS)
-    assert {n: str(e.version) for n, e in locked.items()} == {n: installed.get(n) for n in locked}
+    assert_installed_as_locked("lerobot", LEROBOT_LOCKS)
     for (run_dir, exported), cameras in ((full_run, CAMERAS), (minimal_run, ())):
         out = Path(_summary(exported)["out"])
         client = open_with_lerobot(out, tmp_path / out.parent.name)
+        assert client.num_episodes == len(list((run_dir / "episodes").iterdir())) > 0
         reader = load_dataset(out)
         assert_lerobot_reads_what_the_reader_reads(client, reader, len(reader.frames), reader.fps)
         for index in range(client.num_episodes):

@@ -294,6 +294,7 @@ def _assert_atif_export(
     assert {s.get("model_name") for s in responses} == {answered}
     usage = result["usage"]
     metered = [s["metrics"] for s in responses if "metrics" in s]
+    assert metered  # the gateway metered the agent's requests
     final = document["final_metrics"]
     assert final["total_completion_tokens"] == usage["output_tokens"]
     cached_apart = usage["cache_read_tokens"] + usage["cache_write_tokens"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
+from locked_packages import read_lock
 from packaging.utils import canonicalize_name
 
 CLIENTS = REPO / ".venv" / "clients"
@@ -54,6 +55,15 @@ def installed_versions(name: str) -> dict[str, str]:
     )
     assert found.returncode == 0, found.stderr
     return {canonicalize_name(p["name"]): p["version"] for p in json.loads(found.stdout)}
+
+
+def assert_installed_as_locked(name: str, locks: tuple[Path, ...]) -> None:
+    """The client venv holds exactly what `locks` pin (and the installer the venv was
+    seeded with, where the locks leave it out)."""
+    locked = {n: str(e.version) for n, e in read_lock(*locks).items()}
+    installed = installed_versions(name)
+    seeded = {n: v for n, v in installed.items() if n in ("pip", "setuptools") and n not in locked}
+    assert {n: v for n, v in installed.items() if n not in seeded} == locked
 
 
 def run_client(name: str, script: str, scratch: Path, *args: str) -> None:

@@ -53,5 +53,8 @@ def read_lock(*paths: Path) -> dict[str, Locked]:
     """The entries of every file of `paths`, by canonical name."""
     found: dict[str, Locked] = {}
     for path in paths:
-        found.update(parse_lock(path.read_text(encoding="utf-8")))
+        entries = parse_lock(path.read_text(encoding="utf-8"))
+        twice = sorted(set(found) & set(entries))
+        assert not twice, f"{path.name} locks again what another file locks: {twice}"
+        found.update(entries)
     return found

@@ -37,6 +37,7 @@ def assert_transcript_is_its_trajectory(transcript: dict[str, Any], folder: Path
     assert transcript["source_id"] == trajectory["session_id"]
     assert transcript["agent"] == trajectory["agent"]["name"]
     assert transcript["model"] == trajectory["agent"].get("model_name")
+    assert steps[0].get("timestamp"), "the launch message has no time (no actor_started event)"
     started = datetime.fromisoformat(steps[0]["timestamp"].replace("Z", "+00:00"))
     assert transcript["date"] is not None
     assert datetime.fromisoformat(transcript["date"]) == started
