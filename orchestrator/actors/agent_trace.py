@@ -120,10 +120,25 @@ class Step:
     answers: tuple[int, ...] = ()
 
     def mark(self, text: str) -> None:
-        """Mark the step by the mailbox names in the whole of `text`."""
-        self.marks, self.closes = mailbox_marks(text)
-        self.answers = tuple(
-            sorted({int(m.group(2)) for m in _MAILBOX_NAME.finditer(text) if m.group(2)})
+        """Mark the step by the mailbox names in the whole of `text`: the policy calls
+        they name (a number 0 names none), those whose response file they name, and
+        whether they name `closed.json` (see `assign`)."""
+        named: set[int] = set()
+        answered: set[int] = set()
+        closes = False
+        for match in _MAILBOX_NAME.finditer(text):
+            if match.group(3):
+                closes = True
+                continue
+            number = int(match.group(1) or match.group(2))
+            if number > 0:
+                named.add(number)
+                if match.group(2):
+                    answered.add(number)
+        self.marks, self.closes, self.answers = (
+            tuple(sorted(named)),
+            closes,
+            tuple(sorted(answered)),
         )
 
 
@@ -175,21 +190,6 @@ def integer(value: Any) -> int | None:
 def short_name(value: Any) -> str | None:
     """`value` if it is a string, cut to `MAX_NAME_CHARS` (a tool's name, a status)."""
     return Clipped.of(value, MAX_NAME_CHARS).text if isinstance(value, str) else None
-
-
-def mailbox_marks(text: str) -> tuple[tuple[int, ...], bool]:
-    """The policy calls `text` names by their mailbox files, and whether it names
-    `closed.json` (see `assign`)."""
-    numbers: set[int] = set()
-    closes = False
-    for match in _MAILBOX_NAME.finditer(text):
-        if match.group(3):
-            closes = True
-        else:
-            number = int(match.group(1) or match.group(2))
-            if number > 0:
-                numbers.add(number)
-    return tuple(sorted(numbers)), closes
 
 
 def as_text(value: Any) -> str:

@@ -661,11 +661,12 @@ def _trajectory(
             "not_in_atif": list(NOT_IN_ATIF),
         }
     }
+    # An attempt's id comes from the plan: two runs of one plan share them, so a
+    # trajectory is named by its run as well (readers key transcripts on it).
+    name = f"{identity['run_id']}:{result.attempt_id}"
     trajectory = Trajectory(
-        # An attempt's id comes from the plan: two runs of one plan share them, so a
-        # trajectory is named by its run as well (readers key transcripts on it).
-        session_id=f"{identity['run_id']}:{result.attempt_id}",
-        trajectory_id=f"{identity['run_id']}:{result.attempt_id}",
+        session_id=name,
+        trajectory_id=name,
         agent=_agent(manifest, result),
         steps=steps.steps,
         notes=(
